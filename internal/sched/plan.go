@@ -1,0 +1,468 @@
+package sched
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/quotashare/quotashare"
+)
+
+// Rule is why an attempt is preempted.
+type Rule uint8
+
+// The preemption rules.
+const (
+	// RuleReclaim is cross-share preemption: a share takes back capacity it lent.
+	RuleReclaim Rule = iota + 1
+	// RuleInShare is in-share preemption by a strictly higher-priority job of the same share.
+	RuleInShare
+	// RuleEnvironmentShrunk is preemption because the environment's limit fell below usage.
+	RuleEnvironmentShrunk
+)
+
+func (r Rule) String() string {
+	switch r {
+	case RuleReclaim:
+		return "reclaim"
+	case RuleInShare:
+		return "in-share"
+	case RuleEnvironmentShrunk:
+		return "environment-shrunk"
+	}
+	return "unknown"
+}
+
+// Start is a decision to give a job its capacity (RUNNABLE -> SCHEDULED).
+type Start struct {
+	JobID string
+	Share string
+	// Borrowed is the part of the job's capacity above its share's own limit.
+	Borrowed []quotashare.Demand
+}
+
+// Preemption is a decision to stop an attempt so that its capacity goes elsewhere.
+type Preemption struct {
+	JobID string
+	Share string
+	Rule  Rule
+	// ForJob and ForShare name the waiting job the capacity is freed for (not for
+	// RuleEnvironmentShrunk).
+	ForJob, ForShare string
+	// Reason is the statusReason text for the preempted attempt.
+	Reason string
+	// Shortfall is the capacity the decision's victims together had to free; every victim
+	// is needed to cover it (SPEC invariant 7).
+	Shortfall []quotashare.Demand
+}
+
+// Wait is a waiting job whose reason changed in this pass.
+type Wait struct {
+	JobID  string
+	Reason Reason
+}
+
+// Plan is the outcome of one scheduling pass.
+type Plan struct {
+	Starts      []Start
+	Preemptions []Preemption
+	// Waiting lists the examined jobs still waiting whose reason is new or changed. The
+	// reason of any waiting job, examined or not, is given by Scheduler.Reason.
+	Waiting []Wait
+}
+
+// pass is the state of one scheduling pass.
+type pass struct {
+	s        *Scheduler
+	now      int64
+	avail    []int // capacity free for ordinary starts: free minus what earmarks reserve
+	plan     Plan
+	examined []*job
+	scanned  []int // per share: jobs examined in the current phase
+	cursor   []*job
+	done     []bool
+}
+
+// Plan runs one scheduling pass at time now and assumes its decisions (see the package doc).
+func (s *Scheduler) Plan(now time.Time) Plan {
+	s.pass++
+	s.lastNow = now.UnixNano()
+	p := &pass{s: s, now: now.UnixNano()}
+	p.shrinkEnvironment()
+	p.avail = make([]int, len(s.capacity))
+	for t := range p.avail {
+		p.avail[t] = s.capacity[t] - s.used[t]
+	}
+	p.earmarked()
+	for _, sh := range s.order {
+		sh.heldBy = nil
+	}
+	p.scan(p.ownEligible, p.visitOwn)
+	p.scan(p.borrowEligible, p.visitBorrow)
+	p.scan(p.inShareEligible, p.visitInShare)
+	for _, j := range p.examined {
+		if j.state != queued {
+			continue
+		}
+		r := s.classify(j)
+		if j.reason == nil || *j.reason != r {
+			j.reason = &r
+			p.plan.Waiting = append(p.plan.Waiting, Wait{JobID: j.id, Reason: r})
+		}
+	}
+	return p.plan
+}
+
+func (p *pass) mark(j *job) {
+	if j.seen != p.s.pass {
+		j.seen = p.s.pass
+		p.examined = append(p.examined, j)
+	}
+}
+
+// earmarked starts the jobs that capacity was being freed for, in the order the capacity
+// was earmarked, and reserves for the others what their victims will not free.
+func (p *pass) earmarked() {
+	s := p.s
+	for _, em := range slices.Clone(s.earmarks) {
+		j := em.job
+		if s.fitsOwn(j) && len(p.ownShortfall(j)) == 0 {
+			s.dropEarmark(em)
+			p.start(j)
+			continue
+		}
+		if len(em.victims) == 0 {
+			s.dropEarmark(em) // its victims are gone and it still cannot start: wait as usual
+			continue
+		}
+		for _, nd := range j.need {
+			freeing := 0
+			for _, v := range em.victims {
+				freeing += v.holds(nd.t)
+			}
+			if r := nd.n - freeing; r > 0 {
+				p.avail[nd.t] -= min(max(p.avail[nd.t], 0), r)
+			}
+		}
+	}
+}
+
+func (j *job) holds(t int) int {
+	for _, nd := range j.need {
+		if nd.t == t {
+			return nd.n
+		}
+	}
+	return 0
+}
+
+// fitsOwn reports whether j fits within its share's own limit: U(s) + need <= L(s).
+func (s *Scheduler) fitsOwn(j *job) bool {
+	for _, nd := range j.need {
+		if j.sh.used[nd.t]+nd.n > j.sh.limit[nd.t] {
+			return false
+		}
+	}
+	return true
+}
+
+// maxOf returns max(s) for type t, or -1 for unbounded.
+func (sh *share) maxOf(t int) int {
+	if !sh.cfg.Strategy.Borrows() {
+		return sh.limit[t]
+	}
+	if sh.cfg.BorrowLimit < 0 {
+		return -1
+	}
+	return sh.limit[t] + sh.limit[t]*sh.cfg.BorrowLimit/100
+}
+
+func (p *pass) start(j *job) {
+	s := p.s
+	var borrowed []quotashare.Demand
+	for _, nd := range j.need {
+		before := max(0, j.sh.used[nd.t]-j.sh.limit[nd.t])
+		after := max(0, j.sh.used[nd.t]+nd.n-j.sh.limit[nd.t])
+		if after > before {
+			borrowed = append(borrowed, quotashare.Demand{InstanceType: s.typeNames[nd.t], Count: after - before})
+		}
+		p.avail[nd.t] -= nd.n
+	}
+	j.sh.queue.Delete(j)
+	j.started = p.now
+	j.reason = nil
+	s.hold(j)
+	p.plan.Starts = append(p.plan.Starts, Start{JobID: j.id, Share: j.sh.cfg.Name, Borrowed: borrowed})
+}
+
+// scan visits the waiting jobs of the eligible shares, merging the shares' queues in FIFO
+// order of their next job (submission time, then id), each share in its own order.
+// visit returns false to stop that share for the rest of the phase.
+func (p *pass) scan(eligible func(*share) bool, visit func(*job) bool) {
+	s := p.s
+	n := len(s.order)
+	p.cursor = make([]*job, n)
+	p.scanned = make([]int, n)
+	p.done = make([]bool, n)
+	head := make([]*job, n)
+	for i, sh := range s.order {
+		if !eligible(sh) {
+			p.done[i] = true
+			continue
+		}
+		head[i], _ = sh.queue.Min()
+		if head[i] == nil {
+			p.done[i] = true
+		}
+	}
+	overdue := func(j *job) bool {
+		return s.cfg.HeadOfLineTimeout > 0 && p.now-j.runnableSince >= int64(s.cfg.HeadOfLineTimeout)
+	}
+	firstLive := make([]bool, n) // whether the share's first schedulable job was seen
+	for {
+		best := -1
+		for i := range head {
+			if p.done[i] {
+				continue
+			}
+			if best < 0 || fifoOrder(head[i], head[best]) < 0 {
+				best = i
+			}
+		}
+		if best < 0 {
+			return
+		}
+		sh, j := s.order[best], head[best]
+		next, ok := sh.queue.After(j)
+		p.scanned[best]++
+		p.mark(j)
+		cont := visit(j)
+		if !firstLive[best] && !s.neverFits(j) {
+			firstLive[best] = true
+			if j.state == queued && j.earmark == nil && overdue(j) {
+				sh.heldBy = j
+				cont = false
+			}
+		}
+		if !cont || !ok || p.scanned[best] >= s.cfg.BackfillDepth || !eligible(sh) {
+			p.done[best] = true
+			continue
+		}
+		head[best] = next
+	}
+}
+
+// neverFits reports whether j cannot run under today's configuration whatever the others
+// do (a MISCONFIGURATION reason).
+func (s *Scheduler) neverFits(j *job) bool {
+	_, bad := s.misconfigured(j)
+	return bad
+}
+
+func (s *Scheduler) misconfigured(j *job) (Reason, bool) {
+	sh := j.sh
+	for _, nd := range j.need {
+		if nd.n > s.capacity[nd.t] {
+			return s.reason(j, ReasonEnvironmentMax, nd), true
+		}
+	}
+	for _, nd := range j.need {
+		if !sh.cfg.Strategy.Borrows() {
+			if nd.n > sh.limit[nd.t] {
+				return s.reason(j, ReasonShareLimitExceeded, nd), true
+			}
+			continue
+		}
+		if m := sh.maxOf(nd.t); m >= 0 && nd.n > m {
+			return s.reason(j, ReasonBorrowLimitExceeded, nd), true
+		}
+		pool := sh.limit[nd.t]
+		for _, o := range s.order {
+			if o != sh && o.cfg.Strategy.Lends() {
+				pool += o.limit[nd.t]
+			}
+		}
+		if nd.n > pool {
+			return s.reason(j, ReasonBorrowableExceeded, nd), true
+		}
+	}
+	return Reason{}, false
+}
+
+// Phase 1: jobs within their share's own limit, reclaiming borrowed capacity if needed.
+
+func (p *pass) ownEligible(sh *share) bool {
+	for t, l := range sh.limit {
+		if sh.used[t] < l {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *pass) visitOwn(j *job) bool {
+	s := p.s
+	if j.earmark != nil || s.neverFits(j) || !s.fitsOwn(j) {
+		return true
+	}
+	short := p.ownShortfall(j)
+	if len(short) == 0 {
+		p.start(j)
+		return true
+	}
+	victims, ok := s.reclaimVictims(j.sh, short)
+	if ok {
+		p.preempt(j, victims, short, RuleReclaim)
+	}
+	return true
+}
+
+// ownShortfall is, per type, what a job within its share's limit lacks of the capacity
+// the share may use (see allowed). Empty means j can start.
+func (p *pass) ownShortfall(j *job) []need {
+	var short []need
+	for _, nd := range j.need {
+		if d := nd.n - max(p.s.allowed(j.sh, nd.t, p.avail), 0); d > 0 {
+			short = append(short, need{t: nd.t, n: d})
+		}
+	}
+	return short
+}
+
+// allowed is the capacity of type t share sh may take: avail less what other shares are
+// owed and may not lend, namely the idle capacity of RESERVE shares and capacity no share
+// owns. Capacity is owned: a start within the share's limit may take a lender's idle
+// capacity (the borrowers then count as borrowing from that lender), but if borrowers sit
+// on the share's own allocation they are reclaimed, never replaced by RESERVE capacity.
+func (s *Scheduler) allowed(sh *share, t int, avail []int) int {
+	owned, kept := 0, 0
+	for _, o := range s.order {
+		owned += o.limit[t]
+		if o != sh && o.cfg.Strategy == quotashare.Reserve {
+			kept += max(0, o.limit[t]-o.used[t])
+		}
+	}
+	return avail[t] - kept - max(0, s.capacity[t]-owned)
+}
+
+// preempt records the victims, earmarks the capacity they free for j, and reserves for j
+// what is free now and the victims will not cover.
+func (p *pass) preempt(j *job, victims []*job, short []need, rule Rule) {
+	s := p.s
+	em := &earmark{job: j, victims: victims, rule: rule}
+	s.addEarmark(em)
+	for _, v := range victims {
+		s.markStopping(v)
+		v.victimOf = em
+		p.plan.Preemptions = append(p.plan.Preemptions, Preemption{
+			JobID: v.id, Share: v.sh.cfg.Name, Rule: rule, ForJob: j.id, ForShare: j.sh.cfg.Name,
+			Reason: s.preemptionText(v, j, rule), Shortfall: s.demands(short),
+		})
+	}
+	for _, nd := range j.need {
+		freeing := 0
+		for _, v := range victims {
+			freeing += v.holds(nd.t)
+		}
+		if r := nd.n - freeing; r > 0 {
+			p.avail[nd.t] -= min(max(p.avail[nd.t], 0), r)
+		}
+	}
+}
+
+// Phase 2: borrowing, FIFO across shares.
+
+func (p *pass) borrowEligible(sh *share) bool {
+	if !sh.cfg.Strategy.Borrows() {
+		return false
+	}
+	for t := range sh.limit {
+		if m := sh.maxOf(t); m < 0 || sh.used[t] < m {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *pass) visitBorrow(j *job) bool {
+	s := p.s
+	if j.earmark != nil || s.neverFits(j) || s.fitsOwn(j) {
+		return true
+	}
+	if s.canBorrow(j, p.avail) {
+		p.start(j)
+	}
+	return true
+}
+
+// canBorrow reports whether j may start by borrowing: within max(s), the part above its
+// own limit within the other shares' idle capacity, and all of it within what the share
+// is allowed.
+func (s *Scheduler) canBorrow(j *job, avail []int) bool {
+	sh := j.sh
+	if !sh.cfg.Strategy.Borrows() {
+		return false
+	}
+	for _, nd := range j.need {
+		if m := sh.maxOf(nd.t); m >= 0 && sh.used[nd.t]+nd.n > m {
+			return false
+		}
+		if s.allowed(sh, nd.t, avail) < nd.n {
+			return false
+		}
+		extra := max(0, sh.used[nd.t]+nd.n-sh.limit[nd.t]) - max(0, sh.used[nd.t]-sh.limit[nd.t])
+		if extra > s.idleFor(sh, nd.t, avail) {
+			return false
+		}
+	}
+	return true
+}
+
+// idleFor is the capacity of type t that share sh may borrow now: what the other lending
+// shares own and neither use nor have promised to a waiting job, less what all shares
+// already borrow (not counting stopping attempts), and never more than it is allowed.
+func (s *Scheduler) idleFor(sh *share, t int, avail []int) int {
+	pool, borrowed := 0, 0
+	for _, o := range s.order {
+		borrowed += max(0, o.used[t]-o.stopping[t]-o.limit[t])
+		if o != sh && o.cfg.Strategy.Lends() {
+			pool += max(0, o.limit[t]-o.used[t]-o.promised[t])
+		}
+	}
+	return max(0, min(s.allowed(sh, t, avail), pool-borrowed))
+}
+
+// Phase 3: in-share preemption.
+
+func (p *pass) inShareEligible(sh *share) bool {
+	return sh.cfg.InSharePreemption && sh.all.Len() > 0
+}
+
+func (p *pass) visitInShare(j *job) bool {
+	s := p.s
+	if j.earmark != nil || s.neverFits(j) {
+		return true
+	}
+	if low, ok := j.sh.all.Min(); !ok || low.prio >= j.prio {
+		// Nothing of strictly lower priority runs; neither will it for jobs behind j.
+		return false
+	}
+	victims, short, ok := s.inShareVictims(j, p.avail)
+	if ok {
+		p.preempt(j, victims, short, RuleInShare)
+	}
+	return true
+}
+
+// sortByVictimOrder is used by the naive paths (environment shrink).
+func sortByVictimOrder(js []*job) {
+	slices.SortFunc(js, func(a, b *job) int { return cmp.Or(victimOrder(a, b), cmp.Compare(a.sh.idx, b.sh.idx)) })
+}
+
+func (s *Scheduler) demands(ns []need) []quotashare.Demand {
+	out := make([]quotashare.Demand, len(ns))
+	for i, nd := range ns {
+		out[i] = quotashare.Demand{InstanceType: s.typeNames[nd.t], Count: nd.n}
+	}
+	return out
+}

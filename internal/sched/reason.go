@@ -1,0 +1,230 @@
+package sched
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/quotashare/quotashare"
+)
+
+// ReasonCode classifies why a job waits. The MISCONFIGURATION codes are AWS Batch's own.
+type ReasonCode string
+
+// The reason codes. Every RUNNABLE job has exactly one.
+const (
+	// ReasonEnvironmentMax: the job needs more of a type than the environment's limit.
+	ReasonEnvironmentMax ReasonCode = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
+	// ReasonShareLimitExceeded: a RESERVE or LEND share's job needs more than the share's limit.
+	ReasonShareLimitExceeded ReasonCode = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
+	// ReasonBorrowLimitExceeded: a LEND_AND_BORROW job needs more than limit plus borrow limit.
+	ReasonBorrowLimitExceeded ReasonCode = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED:BORROW_LIMIT"
+	// ReasonBorrowableExceeded: a LEND_AND_BORROW job needs more than its limit plus all
+	// capacity the other lending shares are configured with.
+	ReasonBorrowableExceeded ReasonCode = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED:BORROWABLE"
+	// ReasonShareAtLimit: the share has used its limit and its strategy does not borrow.
+	ReasonShareAtLimit ReasonCode = "QUOTA_SHARE_AT_LIMIT"
+	// ReasonBorrowLimitReached: starting would take the share past limit plus borrow limit.
+	ReasonBorrowLimitReached ReasonCode = "BORROW_LIMIT_REACHED"
+	// ReasonNoIdleCapacity: the share would have to borrow, and not enough is idle.
+	ReasonNoIdleCapacity ReasonCode = "NO_IDLE_CAPACITY"
+	// ReasonNoFreeCapacity: the job fits its share's limit but the capacity is in use and
+	// nothing that is in use is borrowed (so nothing can be reclaimed).
+	ReasonNoFreeCapacity ReasonCode = "NO_FREE_CAPACITY"
+	// ReasonWaitingForReclaim: borrowed capacity is being reclaimed for the job.
+	ReasonWaitingForReclaim ReasonCode = "WAITING_FOR_RECLAIM"
+	// ReasonWaitingForPreemption: lower-priority jobs of the share are being preempted for it.
+	ReasonWaitingForPreemption ReasonCode = "WAITING_FOR_PREEMPTION"
+	// ReasonHeldForHead: the share holds back for its head job, which is past the
+	// head-of-line timeout.
+	ReasonHeldForHead ReasonCode = "HELD_FOR_HEAD_OF_LINE"
+	// ReasonQueuedBehind: the job is further back in its share than the last pass looked.
+	ReasonQueuedBehind ReasonCode = "QUEUED_BEHIND"
+	// ReasonPending: the job arrived after the last pass.
+	ReasonPending ReasonCode = "PENDING"
+)
+
+// Reason is why a job waits, with the numbers that make it so.
+type Reason struct {
+	Code  ReasonCode
+	Share string
+	// InstanceType is the type the reason is about; the numbers below are for it.
+	InstanceType string
+	Need         int // what the job needs of the type
+	Limit        int // the share's own limit
+	InUse        int // the share's usage
+	Max          int // limit plus borrow limit (-1 unbounded)
+	Available    int // idle (borrowing) or free (own) capacity of the type
+	Capacity     int // the environment's limit
+	Strategy     quotashare.Strategy
+	BorrowLimit  int
+	// Other names the jobs or share the reason refers to; Count how many.
+	Other string
+	Count int
+}
+
+// String is the statusReason text: the code, " - ", and a sentence.
+func (r Reason) String() string {
+	code := string(r.Code)
+	if strings.HasPrefix(code, "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED") {
+		code = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
+	}
+	return code + " - " + r.Text()
+}
+
+// Text is the human sentence of the reason. The MISCONFIGURATION sentences are AWS's.
+func (r Reason) Text() string {
+	switch r.Code {
+	case ReasonEnvironmentMax:
+		return "Service environment(s) associated with the job queue cannot meet the capacity requirement of the job."
+	case ReasonShareLimitExceeded:
+		return "Job requirements exceed quota share capacity limits."
+	case ReasonBorrowLimitExceeded:
+		return "Job requirements exceed quota share capacity limits and borrow limits."
+	case ReasonBorrowableExceeded:
+		return "Job requires borrowing that exceeds all configured borrowable capacity."
+	case ReasonShareAtLimit:
+		return fmt.Sprintf("share %s is at its limit of %d %s (%d in use, job needs %d); borrowing is not allowed for strategy %s",
+			r.Share, r.Limit, r.InstanceType, r.InUse, r.Need, r.Strategy)
+	case ReasonBorrowLimitReached:
+		return fmt.Sprintf("share %s has reached its borrow limit: %d %s in use + %d needed is more than %d (limit %d + borrowLimit %d%%)",
+			r.Share, r.InUse, r.InstanceType, r.Need, r.Max, r.Limit, r.BorrowLimit)
+	case ReasonNoIdleCapacity:
+		return fmt.Sprintf("share %s is at its limit of %d %s (%d in use, job needs %d) and must borrow; other shares have %d idle to lend",
+			r.Share, r.Limit, r.InstanceType, r.InUse, r.Need, r.Available)
+	case ReasonNoFreeCapacity:
+		return fmt.Sprintf("share %s is within its limit of %d %s (%d in use, job needs %d), but only %d of the environment's %d are free for it and none of those in use are borrowed",
+			r.Share, r.Limit, r.InstanceType, r.InUse, r.Need, r.Available, r.Capacity)
+	case ReasonWaitingForReclaim:
+		return fmt.Sprintf("waiting for %d preempted attempt(s) borrowing %s to stop (%s); the capacity is earmarked for this job",
+			r.Count, r.InstanceType, r.Other)
+	case ReasonWaitingForPreemption:
+		return fmt.Sprintf("waiting for %d lower-priority attempt(s) of share %s to stop (%s); the capacity is earmarked for this job",
+			r.Count, r.Share, r.Other)
+	case ReasonHeldForHead:
+		return fmt.Sprintf("share %s holds back for its head job %s, which has waited longer than the head-of-line timeout",
+			r.Share, r.Other)
+	case ReasonQueuedBehind:
+		return fmt.Sprintf("%d job(s) of share %s are ahead of this one", r.Count, r.Share)
+	case ReasonPending:
+		return "waiting for the next scheduling pass"
+	}
+	return string(r.Code)
+}
+
+func (s *Scheduler) reason(j *job, code ReasonCode, nd need) Reason {
+	sh := j.sh
+	r := Reason{Code: code, Share: sh.cfg.Name, InstanceType: s.typeNames[nd.t], Need: nd.n,
+		Limit: sh.limit[nd.t], InUse: sh.used[nd.t], Max: sh.maxOf(nd.t), Capacity: s.capacity[nd.t],
+		Strategy: sh.cfg.Strategy}
+	if sh.cfg.Strategy.Borrows() {
+		r.BorrowLimit = sh.cfg.BorrowLimit
+	}
+	return r
+}
+
+// classify says why a waiting job j waits, from the state after a pass.
+func (s *Scheduler) classify(j *job) Reason {
+	if r, bad := s.misconfigured(j); bad {
+		return r
+	}
+	sh := j.sh
+	if em := j.earmark; em != nil {
+		var names []string
+		for i, v := range em.victims {
+			if i == 3 {
+				names = append(names, "...")
+				break
+			}
+			names = append(names, v.id+" of share "+v.sh.cfg.Name)
+		}
+		code := ReasonWaitingForReclaim
+		if em.rule == RuleInShare {
+			code = ReasonWaitingForPreemption
+		}
+		r := s.reason(j, code, j.need[0])
+		r.Other, r.Count = strings.Join(names, ", "), len(em.victims)
+		return r
+	}
+	if h := sh.heldBy; h != nil && h != j {
+		r := s.reason(j, ReasonHeldForHead, j.need[0])
+		r.Other = h.id
+		return r
+	}
+	avail := make([]int, len(s.capacity))
+	for t := range avail {
+		avail[t] = s.capacity[t] - s.used[t]
+	}
+	for _, nd := range j.need {
+		if sh.used[nd.t]+nd.n <= sh.limit[nd.t] {
+			continue
+		}
+		if !sh.cfg.Strategy.Borrows() {
+			return s.reason(j, ReasonShareAtLimit, nd)
+		}
+		if m := sh.maxOf(nd.t); m >= 0 && sh.used[nd.t]+nd.n > m {
+			return s.reason(j, ReasonBorrowLimitReached, nd)
+		}
+		extra := max(0, sh.used[nd.t]+nd.n-sh.limit[nd.t]) - max(0, sh.used[nd.t]-sh.limit[nd.t])
+		if idle := s.idleFor(sh, nd.t, avail); extra > idle {
+			r := s.reason(j, ReasonNoIdleCapacity, nd)
+			r.Available = idle
+			return r
+		}
+	}
+	for _, nd := range j.need {
+		if a := s.allowed(sh, nd.t, avail); a < nd.n {
+			r := s.reason(j, ReasonNoFreeCapacity, nd)
+			r.Available = max(0, a)
+			return r
+		}
+	}
+	// It fits by the numbers: the capacity is reserved for jobs ahead (earmarks).
+	r := s.reason(j, ReasonNoFreeCapacity, j.need[0])
+	r.Available = 0
+	return r
+}
+
+// Reason returns why a RUNNABLE job waits; false if the job is not waiting.
+func (s *Scheduler) Reason(id string) (Reason, bool) {
+	j := s.jobs[id]
+	if j == nil || j.state != queued {
+		return Reason{}, false
+	}
+	if r, bad := s.misconfigured(j); bad {
+		return r, true
+	}
+	if j.reason != nil && j.seen == s.pass {
+		return *j.reason, true
+	}
+	if h := j.sh.heldBy; h != nil && h != j {
+		r := s.reason(j, ReasonHeldForHead, j.need[0])
+		r.Other = h.id
+		return r, true
+	}
+	ahead := j.sh.queue.Rank(j)
+	if ahead < s.cfg.BackfillDepth {
+		return s.reason(j, ReasonPending, j.need[0]), true
+	}
+	r := s.reason(j, ReasonQueuedBehind, j.need[0])
+	r.Count = ahead
+	return r, true
+}
+
+func (s *Scheduler) preemptionText(v, j *job, rule Rule) string {
+	if rule == RuleInShare {
+		return fmt.Sprintf("In-share preemption triggered by higher-priority job %s (priority %d > %d) in share %s",
+			j.id, j.prio, v.prio, j.sh.cfg.Name)
+	}
+	var parts []string
+	for _, nd := range v.need {
+		if over := v.sh.used[nd.t] - v.sh.limit[nd.t]; over > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s over its limit of %d", over, s.typeNames[nd.t], v.sh.limit[nd.t]))
+		}
+	}
+	return fmt.Sprintf("Cross-share preemption triggered to reclaim borrowed capacity: share %s was %s; share %s reclaims it for job %s",
+		v.sh.cfg.Name, strings.Join(parts, ", "), j.sh.cfg.Name, j.id)
+}
+
+func (s *Scheduler) shrinkText(t, capT, usedT int) string {
+	return fmt.Sprintf("Service environment capacity lowered: limit of %d %s is below the %d in use", capT, s.typeNames[t], usedT)
+}

@@ -1,0 +1,59 @@
+package sched_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/quotashare/quotashare/internal/sched"
+	"github.com/quotashare/quotashare/internal/schedtest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of the scenario tests")
+
+// TestScenarios runs every testdata/scenarios/*.txt script on the scheduler and compares
+// the transcript with the .golden file beside it. The reference scheduler must produce the
+// same transcript. Run with -update to rewrite the golden files, then read the diff.
+func TestScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/scenarios/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".txt")
+		t.Run(name, func(t *testing.T) {
+			script, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := schedtest.Run(sched.New(sched.Config{}), string(script))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, got)
+			}
+			golden := strings.TrimSuffix(file, ".txt") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if d := cmp.Diff(string(want), got); d != "" {
+				t.Errorf("transcript differs from %s (-want +got):\n%s", golden, d)
+			}
+			ref, err := schedtest.Run(schedtest.NewReference(sched.Config{}), string(script))
+			if err != nil {
+				t.Fatalf("reference: %v\n%s", err, ref)
+			}
+			if d := cmp.Diff(got, ref); d != "" {
+				t.Errorf("reference scheduler disagrees (-fast +reference):\n%s", d)
+			}
+		})
+	}
+}

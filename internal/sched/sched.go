@@ -1,0 +1,546 @@
+// Package sched is the pure scheduling core of quotashare: events in, decisions out.
+//
+// A Scheduler holds the configuration of one job queue (the environment's capacity per
+// instance type and the queue's quota shares) and its jobs: RUNNABLE jobs in a per-share
+// order, active attempts with the capacity they hold, and attempts being preempted, whose
+// capacity stays held until their processes have stopped. Events (Submit, SetPriority,
+// Stopped, SetShare, SetCapacity, ...) update it in O(log n); Plan(now) runs one scheduling
+// pass as SPEC.md sections 3 and 4 describe and returns the attempts to start, the
+// attempts to preempt with their rule, and the reasons of waiting jobs.
+//
+// Plan assumes its own decisions (assume-then-bind): a started job holds its capacity and
+// a preempted attempt is marked stopping as soon as Plan returns, so the caller must commit
+// the plan durably before acting on it, and rebuild the Scheduler from the store if the
+// commit fails.
+//
+// The package does no I/O, never reads the wall clock and uses no global randomness: the
+// same state and events give the same decisions. It imports only the standard library and
+// the root vocabulary package; deps_test.go keeps it so.
+package sched
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/quotashare/quotashare"
+)
+
+// Config tunes a Scheduler. The zero value is usable.
+type Config struct {
+	// HeadOfLineTimeout is how long a share's blocked head job may wait while smaller
+	// jobs behind it start (best-effort FIFO). Past it, the share holds back for the head:
+	// no later job of that share starts or preempts until the head has started. Zero
+	// means never hold.
+	HeadOfLineTimeout time.Duration
+	// BackfillDepth bounds how many waiting jobs of one share a pass examines in each of
+	// its phases (like Slurm's bf_max_job_test). Jobs further back keep their place and
+	// are reported as queued behind. Zero means 1000.
+	BackfillDepth int
+}
+
+// Share is the configuration of one quota share.
+type Share struct {
+	Name string
+	// Limits are the share's own capacity limits, at most one per instance type.
+	Limits   []quotashare.Demand
+	Strategy quotashare.Strategy
+	// BorrowLimit is, for LEND_AND_BORROW, the percentage of each own limit the share may
+	// borrow on top of it; -1 means unlimited. Ignored for other strategies.
+	BorrowLimit       int
+	InSharePreemption bool
+	// Disabled shares accept no new jobs (the API enforces that); their queued and
+	// running jobs go on, so the core schedules them as usual.
+	Disabled bool
+}
+
+// Job is a job as the core sees it.
+type Job struct {
+	ID       string
+	Share    string
+	Priority int
+	// Need is the capacity the job needs, at most one entry per instance type, each with
+	// a positive count. All of it is needed at once (all-or-nothing).
+	Need        []quotashare.Demand
+	SubmittedAt time.Time
+	// RunnableSince is when the job last became RUNNABLE (the head-of-line clock). Zero
+	// means SubmittedAt.
+	RunnableSince time.Time
+}
+
+// Active describes an attempt that holds capacity, for RestoreActive.
+type Active struct {
+	StartedAt time.Time
+	// Stopping marks an attempt whose processes are being stopped.
+	Stopping bool
+	// StoppingFor names the job that the stopping attempt's capacity was reclaimed or
+	// preempted for, if any; its earmark is restored with it.
+	StoppingFor string
+}
+
+type jobState uint8
+
+const (
+	queued jobState = iota
+	active
+	stopping
+)
+
+type need struct {
+	t int // instance type index
+	n int
+}
+
+type job struct {
+	id            string
+	sh            *share
+	prio          int
+	submitted     int64
+	runnableSince int64
+	started       int64
+	need          []need
+	state         jobState
+	seen          uint32   // pass number that last examined the job
+	earmark       *earmark // capacity being freed for this waiting job
+	victimOf      *earmark // the earmark this stopping attempt frees capacity for
+	reason        *Reason  // last reason reported for this waiting job
+}
+
+// earmark is capacity being freed by preemption for one waiting job.
+type earmark struct {
+	job     *job
+	victims []*job // still stopping
+	rule    Rule
+	dead    bool
+}
+
+type share struct {
+	cfg      Share
+	idx      int
+	limit    []int // own limit per type
+	used     []int // U: held by active and stopping attempts
+	stopping []int // part of used held by stopping attempts
+	promised []int // needs of this share's earmarked jobs
+	queue    *treap[*job]
+	actives  []*treap[*job] // per type: active (not stopping) attempts holding it, victim order
+	all      *treap[*job]   // all active attempts, victim order
+	heldBy   *job           // overdue head the share held back for in the last pass
+	holding  int            // attempts holding capacity, stopping ones included
+}
+
+// Scheduler is the scheduling core for one job queue. It is not safe for concurrent use.
+type Scheduler struct {
+	cfg       Config
+	types     map[string]int
+	typeNames []string
+	capacity  []int // environment limit per type
+	used      []int // sum of share usage per type
+	shares    map[string]*share
+	order     []*share // shares sorted by name
+	jobs      map[string]*job
+	earmarks  []*earmark
+	pass      uint32
+	lastNow   int64
+}
+
+// New returns an empty Scheduler.
+func New(cfg Config) *Scheduler {
+	if cfg.BackfillDepth <= 0 {
+		cfg.BackfillDepth = 1000
+	}
+	return &Scheduler{cfg: cfg, types: map[string]int{}, shares: map[string]*share{}, jobs: map[string]*job{}}
+}
+
+// queueOrder: priority high first, then submission time, then id.
+func queueOrder(a, b *job) int {
+	if a.prio != b.prio {
+		return cmp.Compare(b.prio, a.prio)
+	}
+	if a.submitted != b.submitted {
+		return cmp.Compare(a.submitted, b.submitted)
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+// fifoOrder: submission time, then id (idleResourceAssignmentStrategy FIFO).
+func fifoOrder(a, b *job) int {
+	if a.submitted != b.submitted {
+		return cmp.Compare(a.submitted, b.submitted)
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+// victimOrder: lower priority first, then shorter time running (started later), then the
+// newest job (SPEC.md section 4).
+func victimOrder(a, b *job) int {
+	if a.prio != b.prio {
+		return cmp.Compare(a.prio, b.prio)
+	}
+	if a.started != b.started {
+		return cmp.Compare(b.started, a.started)
+	}
+	if a.submitted != b.submitted {
+		return cmp.Compare(b.submitted, a.submitted)
+	}
+	return cmp.Compare(b.id, a.id)
+}
+
+func (s *Scheduler) typeIndex(name string) int {
+	if i, ok := s.types[name]; ok {
+		return i
+	}
+	i := len(s.typeNames)
+	s.types[name] = i
+	s.typeNames = append(s.typeNames, name)
+	s.capacity = append(s.capacity, 0)
+	s.used = append(s.used, 0)
+	for _, sh := range s.order {
+		sh.grow(len(s.typeNames))
+	}
+	return i
+}
+
+func (sh *share) grow(n int) {
+	for len(sh.limit) < n {
+		sh.limit = append(sh.limit, 0)
+		sh.used = append(sh.used, 0)
+		sh.stopping = append(sh.stopping, 0)
+		sh.promised = append(sh.promised, 0)
+		sh.actives = append(sh.actives, newTreap(victimOrder))
+	}
+}
+
+// SetCapacity replaces the environment's capacity limits. Types left out have capacity 0.
+// Lowering a limit below current usage makes the next Plan preempt until usage fits.
+func (s *Scheduler) SetCapacity(limits []quotashare.Demand) error {
+	if err := checkDemands("capacityLimits", limits, true); err != nil {
+		return err
+	}
+	for i := range s.capacity {
+		s.capacity[i] = 0
+	}
+	for _, d := range limits {
+		s.capacity[s.typeIndex(d.InstanceType)] = d.Count
+	}
+	return nil
+}
+
+func checkDemands(field string, ds []quotashare.Demand, zeroOK bool) error {
+	seen := map[string]bool{}
+	for i, d := range ds {
+		if d.InstanceType == "" {
+			return fmt.Errorf("%s[%d].capacityUnit: must name an instance type", field, i)
+		}
+		if seen[d.InstanceType] {
+			return fmt.Errorf("%s[%d].capacityUnit: instance type %s is listed twice", field, i, d.InstanceType)
+		}
+		seen[d.InstanceType] = true
+		if d.Count < 0 || (d.Count == 0 && !zeroOK) {
+			return fmt.Errorf("%s[%d].maxCapacity: %d must be positive", field, i, d.Count)
+		}
+	}
+	return nil
+}
+
+// SetShare creates a share or replaces its configuration. Lowering a limit below the
+// share's usage turns the excess into borrowed capacity, reclaimable by owners.
+func (s *Scheduler) SetShare(cfg Share) error {
+	if !quotashare.ValidName(cfg.Name) {
+		return fmt.Errorf("quotaShareName: %q must be 1-128 letters, digits, '-' or '_'", cfg.Name)
+	}
+	if !cfg.Strategy.Valid() {
+		return fmt.Errorf("resourceSharingConfiguration.strategy: %q must be RESERVE, LEND or LEND_AND_BORROW", cfg.Strategy)
+	}
+	if cfg.Strategy == quotashare.LendAndBorrow && cfg.BorrowLimit < -1 {
+		return fmt.Errorf("resourceSharingConfiguration.borrowLimit: %d must be -1 (unlimited) or at least 0", cfg.BorrowLimit)
+	}
+	if err := checkDemands("capacityLimits", cfg.Limits, true); err != nil {
+		return err
+	}
+	cfg.Limits = slices.Clone(cfg.Limits)
+	sh := s.shares[cfg.Name]
+	if sh == nil {
+		sh = &share{queue: newTreap(queueOrder), all: newTreap(victimOrder)}
+		s.shares[cfg.Name] = sh
+		s.order = append(s.order, sh)
+		slices.SortFunc(s.order, func(a, b *share) int { return cmp.Compare(a.cfg.Name, b.cfg.Name) })
+		for i, o := range s.order {
+			o.idx = i
+		}
+	}
+	sh.cfg = cfg
+	for _, d := range cfg.Limits {
+		s.typeIndex(d.InstanceType)
+	}
+	sh.grow(len(s.typeNames))
+	for i := range sh.limit {
+		sh.limit[i] = 0
+	}
+	for _, d := range cfg.Limits {
+		sh.limit[s.types[d.InstanceType]] = d.Count
+	}
+	return nil
+}
+
+// RemoveShare deletes a share that has no jobs left.
+func (s *Scheduler) RemoveShare(name string) error {
+	sh := s.shares[name]
+	if sh == nil {
+		return fmt.Errorf("quota share %s does not exist", name)
+	}
+	if sh.queue.Len() > 0 || sh.holding > 0 {
+		return fmt.Errorf("quota share %s still has jobs: terminate them first", name)
+	}
+	delete(s.shares, name)
+	s.order = slices.DeleteFunc(s.order, func(o *share) bool { return o == sh })
+	for i, o := range s.order {
+		o.idx = i
+	}
+	return nil
+}
+
+func (s *Scheduler) newJob(j Job) (*job, error) {
+	if j.ID == "" {
+		return nil, fmt.Errorf("jobId: must not be empty")
+	}
+	if _, dup := s.jobs[j.ID]; dup {
+		return nil, fmt.Errorf("job %s is already known to the scheduler", j.ID)
+	}
+	sh := s.shares[j.Share]
+	if sh == nil {
+		return nil, fmt.Errorf("quotaShareName: quota share %s does not exist", j.Share)
+	}
+	if len(j.Need) == 0 {
+		return nil, fmt.Errorf("job %s: needs at least one instance", j.ID)
+	}
+	if err := checkDemands("need", j.Need, false); err != nil {
+		return nil, err
+	}
+	nj := &job{id: j.ID, sh: sh, prio: j.Priority, submitted: j.SubmittedAt.UnixNano(), runnableSince: j.RunnableSince.UnixNano()}
+	if j.RunnableSince.IsZero() {
+		nj.runnableSince = nj.submitted
+	}
+	nj.need = make([]need, 0, len(j.Need))
+	for _, d := range j.Need {
+		nj.need = append(nj.need, need{t: s.typeIndex(d.InstanceType), n: d.Count})
+	}
+	slices.SortFunc(nj.need, func(a, b need) int { return cmp.Compare(s.typeNames[a.t], s.typeNames[b.t]) })
+	return nj, nil
+}
+
+// Submit adds a RUNNABLE job.
+func (s *Scheduler) Submit(j Job) error {
+	nj, err := s.newJob(j)
+	if err != nil {
+		return err
+	}
+	s.jobs[nj.id] = nj
+	nj.sh.queue.Insert(nj)
+	return nil
+}
+
+// RestoreActive adds a job whose attempt already holds capacity, when the core is rebuilt
+// from the store after a restart.
+func (s *Scheduler) RestoreActive(j Job, a Active) error {
+	nj, err := s.newJob(j)
+	if err != nil {
+		return err
+	}
+	s.jobs[nj.id] = nj
+	nj.started = a.StartedAt.UnixNano()
+	s.hold(nj)
+	if a.Stopping {
+		s.markStopping(nj)
+		if a.StoppingFor != "" {
+			if w := s.jobs[a.StoppingFor]; w != nil && w.state == queued {
+				em := w.earmark
+				if em == nil {
+					em = &earmark{job: w, rule: RuleReclaim}
+					if w.sh == nj.sh {
+						em.rule = RuleInShare
+					}
+					s.addEarmark(em)
+				}
+				em.victims = append(em.victims, nj)
+				nj.victimOf = em
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Scheduler) addEarmark(em *earmark) {
+	em.job.earmark = em
+	for _, nd := range em.job.need {
+		em.job.sh.promised[nd.t] += nd.n
+	}
+	s.earmarks = append(s.earmarks, em)
+}
+
+func (s *Scheduler) dropEarmark(em *earmark) {
+	em.dead = true
+	if em.job.earmark == em {
+		em.job.earmark = nil
+		for _, nd := range em.job.need {
+			em.job.sh.promised[nd.t] -= nd.n
+		}
+	}
+	s.earmarks = slices.DeleteFunc(s.earmarks, func(e *earmark) bool { return e == em })
+}
+
+// hold makes j's attempt hold its capacity as an active attempt.
+func (s *Scheduler) hold(j *job) {
+	j.state = active
+	j.sh.holding++
+	for _, nd := range j.need {
+		j.sh.used[nd.t] += nd.n
+		s.used[nd.t] += nd.n
+		j.sh.actives[nd.t].Insert(j)
+	}
+	j.sh.all.Insert(j)
+}
+
+// markStopping turns an active attempt into a stopping one: its capacity stays held but it
+// is no longer a candidate victim.
+func (s *Scheduler) markStopping(j *job) {
+	j.state = stopping
+	for _, nd := range j.need {
+		j.sh.stopping[nd.t] += nd.n
+		j.sh.actives[nd.t].Delete(j)
+	}
+	j.sh.all.Delete(j)
+}
+
+func (s *Scheduler) lookup(id string) (*job, error) {
+	j := s.jobs[id]
+	if j == nil {
+		return nil, fmt.Errorf("job %s is not known to the scheduler", id)
+	}
+	return j, nil
+}
+
+// SetPriority changes a job's schedulingPriority; it counts from the next Plan on, for
+// its place in the queue and for victim choice.
+func (s *Scheduler) SetPriority(id string, priority int) error {
+	j, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	if j.prio == priority {
+		return nil
+	}
+	switch j.state {
+	case queued:
+		j.sh.queue.Delete(j)
+		j.prio = priority
+		j.sh.queue.Insert(j)
+	case active:
+		s.reindexActive(j, func() { j.prio = priority })
+	default:
+		j.prio = priority
+	}
+	return nil
+}
+
+func (s *Scheduler) reindexActive(j *job, change func()) {
+	for _, nd := range j.need {
+		j.sh.actives[nd.t].Delete(j)
+	}
+	j.sh.all.Delete(j)
+	change()
+	for _, nd := range j.need {
+		j.sh.actives[nd.t].Insert(j)
+	}
+	j.sh.all.Insert(j)
+}
+
+// Running records when an active attempt really started running; victim choice prefers
+// attempts that have run for less time.
+func (s *Scheduler) Running(id string, at time.Time) error {
+	j, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	if j.state == active {
+		s.reindexActive(j, func() { j.started = at.UnixNano() })
+	} else if j.state == stopping {
+		j.started = at.UnixNano()
+	}
+	return nil
+}
+
+// Remove takes a RUNNABLE job out of the scheduler (terminated, or its share deleted).
+// An attempt that holds capacity must be stopped first (Stopping, then Stopped).
+func (s *Scheduler) Remove(id string) error {
+	j, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	if j.state != queued {
+		return fmt.Errorf("job %s holds capacity: stop its attempt first", id)
+	}
+	j.sh.queue.Delete(j)
+	if j.earmark != nil {
+		s.dropEarmark(j.earmark)
+	}
+	delete(s.jobs, id)
+	return nil
+}
+
+// Stopping records that an active attempt is being stopped for a reason of its own
+// (termination, timeout): it keeps its capacity until Stopped and is no victim.
+func (s *Scheduler) Stopping(id string) error {
+	j, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	switch j.state {
+	case active:
+		s.markStopping(j)
+	case queued:
+		return fmt.Errorf("job %s has no attempt to stop", id)
+	}
+	return nil
+}
+
+// Stopped records that an attempt's processes are all gone: its capacity is free. With
+// requeue the job is RUNNABLE again, keeping its place (its submission time), and its
+// head-of-line clock restarts at now; without, the job leaves the scheduler.
+func (s *Scheduler) Stopped(id string, requeue bool, now time.Time) error {
+	j, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	if j.state == queued {
+		return fmt.Errorf("job %s has no attempt holding capacity", id)
+	}
+	if j.state == active {
+		s.markStopping(j)
+	}
+	for _, nd := range j.need {
+		j.sh.used[nd.t] -= nd.n
+		j.sh.stopping[nd.t] -= nd.n
+		s.used[nd.t] -= nd.n
+	}
+	j.sh.holding--
+	if em := j.victimOf; em != nil {
+		em.victims = slices.DeleteFunc(em.victims, func(v *job) bool { return v == j })
+		j.victimOf = nil
+	}
+	if !requeue {
+		delete(s.jobs, id)
+		return nil
+	}
+	j.state = queued
+	j.runnableSince = now.UnixNano()
+	j.reason = nil
+	j.sh.queue.Insert(j)
+	return nil
+}
+
+// Finished records that an attempt ended (succeeded or failed for good): Stopped without requeue.
+func (s *Scheduler) Finished(id string) error { return s.Stopped(id, false, time.Time{}) }
+
+// Len returns the number of jobs the scheduler holds (waiting, active and stopping).
+func (s *Scheduler) Len() int { return len(s.jobs) }

@@ -1,0 +1,82 @@
+package sched
+
+import (
+	"cmp"
+	"slices"
+)
+
+// TypeUsage is one share's numbers for one instance type.
+type TypeUsage struct {
+	InstanceType string
+	Limit        int
+	// InUse is U(s): held by active attempts and by attempts still stopping.
+	InUse int
+	// Stopping is the part of InUse held by attempts being stopped.
+	Stopping int
+	// Borrowed is max(0, InUse - Limit).
+	Borrowed int
+	// Idle is what a lending share owns and does not use (0 for RESERVE).
+	Idle int
+}
+
+// ShareUsage is a share's usage snapshot.
+type ShareUsage struct {
+	Name    string
+	Waiting int // RUNNABLE jobs
+	Active  int // attempts holding capacity, stopping ones included
+	Types   []TypeUsage
+}
+
+// CapacityUsage is the environment's numbers for one instance type.
+type CapacityUsage struct {
+	InstanceType string
+	Capacity     int
+	InUse        int
+}
+
+// Usage returns the usage of every share, by name, with the types it has a limit for or
+// uses.
+func (s *Scheduler) Usage() []ShareUsage {
+	out := make([]ShareUsage, 0, len(s.order))
+	byName := s.typesByName()
+	for _, sh := range s.order {
+		u := ShareUsage{Name: sh.cfg.Name, Waiting: sh.queue.Len(), Active: sh.holding}
+		for _, t := range byName {
+			name := s.typeNames[t]
+			if sh.limit[t] == 0 && sh.used[t] == 0 {
+				continue
+			}
+			tu := TypeUsage{InstanceType: name, Limit: sh.limit[t], InUse: sh.used[t], Stopping: sh.stopping[t],
+				Borrowed: max(0, sh.used[t]-sh.limit[t])}
+			if sh.cfg.Strategy.Lends() {
+				tu.Idle = max(0, sh.limit[t]-sh.used[t])
+			}
+			u.Types = append(u.Types, tu)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// Capacity returns the environment's limit and usage per instance type.
+func (s *Scheduler) Capacity() []CapacityUsage {
+	var out []CapacityUsage
+	for _, t := range s.typesByName() {
+		name := s.typeNames[t]
+		if s.capacity[t] == 0 && s.used[t] == 0 {
+			continue
+		}
+		out = append(out, CapacityUsage{InstanceType: name, Capacity: s.capacity[t], InUse: s.used[t]})
+	}
+	return out
+}
+
+// typesByName returns the type indices in the order of their names.
+func (s *Scheduler) typesByName() []int {
+	byName := make([]int, len(s.typeNames))
+	for t := range byName {
+		byName[t] = t
+	}
+	slices.SortFunc(byName, func(a, b int) int { return cmp.Compare(s.typeNames[a], s.typeNames[b]) })
+	return byName
+}

@@ -1,0 +1,395 @@
+package schedtest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sched"
+)
+
+type refPass struct {
+	r        *Reference
+	now      int64
+	avail    map[string]int
+	plan     sched.Plan
+	examined []*refJob
+}
+
+// Plan implements Core: one scheduling pass, the same phases as sched in the plainest form.
+func (r *Reference) Plan(now time.Time) sched.Plan {
+	r.pass++
+	p := &refPass{r: r, now: now.UnixNano(), avail: map[string]int{}}
+	p.shrink()
+	for _, t := range r.types() {
+		p.avail[t] = r.capacity[t] - r.total(t)
+	}
+	for _, em := range slices.Clone(r.earmarks) {
+		j := em.job
+		if r.fitsOwn(j) && len(r.ownShort(j, p.avail)) == 0 {
+			r.drop(em)
+			p.start(j)
+			continue
+		}
+		if len(em.victims) == 0 {
+			r.drop(em)
+			continue
+		}
+		p.reserve(j, em.victims)
+	}
+	r.heldBy = map[string]string{}
+	p.scan(p.ownEligible, p.visitOwn)
+	p.scan(p.borrowEligible, p.visitBorrow)
+	p.scan(p.inShareEligible, p.visitInShare)
+	for _, j := range p.examined {
+		if j.state != "queued" {
+			continue
+		}
+		rs := r.classify(j)
+		if j.reason == nil || *j.reason != rs {
+			j.reason = &rs
+			p.plan.Waiting = append(p.plan.Waiting, sched.Wait{JobID: j.id, Reason: rs})
+		}
+	}
+	return p.plan
+}
+
+func (p *refPass) reserve(j *refJob, victims []*refJob) {
+	for _, d := range j.need {
+		freeing := 0
+		for _, v := range victims {
+			freeing += holds(v, d.InstanceType)
+		}
+		if rest := d.Count - freeing; rest > 0 {
+			p.avail[d.InstanceType] -= min(max(p.avail[d.InstanceType], 0), rest)
+		}
+	}
+}
+
+func (p *refPass) start(j *refJob) {
+	r := p.r
+	var borrowed []quotashare.Demand
+	for _, d := range j.need {
+		u, l := r.used(j.share, d.InstanceType), r.limit(j.share, d.InstanceType)
+		if extra := max(0, u+d.Count-l) - max(0, u-l); extra > 0 {
+			borrowed = append(borrowed, quotashare.Demand{InstanceType: d.InstanceType, Count: extra})
+		}
+		p.avail[d.InstanceType] -= d.Count
+	}
+	j.state, j.started, j.reason = "active", p.now, nil
+	p.plan.Starts = append(p.plan.Starts, sched.Start{JobID: j.id, Share: j.share, Borrowed: borrowed})
+}
+
+// scan: each eligible share's waiting jobs in queue order, the shares merged by the FIFO
+// order of their next job.
+func (p *refPass) scan(eligible func(string) bool, visit func(*refJob) bool) {
+	r := p.r
+	type cur struct {
+		share   string
+		jobs    []*refJob
+		i       int
+		scanned int
+		live    bool
+	}
+	var cs []*cur
+	for _, name := range r.shareNames() {
+		if q := r.queue(name); eligible(name) && len(q) > 0 {
+			cs = append(cs, &cur{share: name, jobs: q})
+		}
+	}
+	for {
+		var best *cur
+		for _, c := range cs {
+			if c.i < len(c.jobs) && (best == nil || fifoLess(c.jobs[c.i], best.jobs[best.i]) < 0) {
+				best = c
+			}
+		}
+		if best == nil {
+			return
+		}
+		j := best.jobs[best.i]
+		best.i++
+		best.scanned++
+		if j.seen != r.pass {
+			j.seen = r.pass
+			p.examined = append(p.examined, j)
+		}
+		cont := visit(j)
+		if !best.live && !r.neverFits(j) {
+			best.live = true
+			overdue := r.cfg.HeadOfLineTimeout > 0 && p.now-j.runnableSince >= int64(r.cfg.HeadOfLineTimeout)
+			if j.state == "queued" && j.earmark == nil && overdue {
+				r.heldBy[best.share] = j.id
+				cont = false
+			}
+		}
+		if !cont || best.scanned >= r.cfg.BackfillDepth || !eligible(best.share) {
+			best.i = len(best.jobs)
+		}
+	}
+}
+
+func (p *refPass) ownEligible(share string) bool {
+	for _, t := range p.r.types() {
+		if p.r.used(share, t) < p.r.limit(share, t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *refPass) visitOwn(j *refJob) bool {
+	r := p.r
+	if j.earmark != nil || r.neverFits(j) || !r.fitsOwn(j) {
+		return true
+	}
+	short := r.ownShort(j, p.avail)
+	if len(short) == 0 {
+		p.start(j)
+		return true
+	}
+	for _, s := range short {
+		if r.reclaimable(j.share, s.InstanceType) < s.Count {
+			return true
+		}
+	}
+	taken := map[*refJob]bool{}
+	var victims []*refJob
+	if !r.fromBorrowers(j.share, short, taken, &victims) {
+		return true
+	}
+	p.preempt(j, prune(victims, short), short, sched.RuleReclaim)
+	return true
+}
+
+func (r *Reference) reclaimable(except, t string) int {
+	n := 0
+	for name := range r.shares {
+		if name != except {
+			n += max(0, r.live(name, t)-r.limit(name, t))
+		}
+	}
+	return n
+}
+
+// fromBorrowers takes victims from the share furthest over its limit (ties by name), in
+// victim order, while that share is over and the shortfall is not covered.
+func (r *Reference) fromBorrowers(except string, short []quotashare.Demand, taken map[*refJob]bool, victims *[]*refJob) bool {
+	for _, s := range short {
+		t := s.InstanceType
+		for freed(*victims, t) < s.Count {
+			best, bestOver := "", 0
+			for _, name := range r.shareNames() {
+				if name == except {
+					continue
+				}
+				over := r.live(name, t) - r.limit(name, t)
+				for v := range taken {
+					if v.share == name {
+						over -= holds(v, t)
+					}
+				}
+				if over > bestOver {
+					best, bestOver = name, over
+				}
+			}
+			if best == "" {
+				return false
+			}
+			var cands []*refJob
+			for _, v := range r.jobs {
+				if v.share == best && v.state == "active" && holds(v, t) > 0 && !taken[v] {
+					cands = append(cands, v)
+				}
+			}
+			slices.SortFunc(cands, victimLess)
+			taken[cands[0]] = true
+			*victims = append(*victims, cands[0])
+		}
+	}
+	return true
+}
+
+func freed(victims []*refJob, t string) int {
+	n := 0
+	for _, v := range victims {
+		n += holds(v, t)
+	}
+	return n
+}
+
+func covered(victims []*refJob, short []quotashare.Demand) bool {
+	for _, s := range short {
+		if freed(victims, s.InstanceType) < s.Count {
+			return false
+		}
+	}
+	return true
+}
+
+// prune drops, latest first, every victim the others can spare.
+func prune(victims []*refJob, short []quotashare.Demand) []*refJob {
+	for i := len(victims) - 1; i >= 0; i-- {
+		rest := append(slices.Clone(victims[:i]), victims[i+1:]...)
+		if covered(rest, short) {
+			victims = rest
+		}
+	}
+	return victims
+}
+
+func (p *refPass) preempt(j *refJob, victims []*refJob, short []quotashare.Demand, rule sched.Rule) {
+	r := p.r
+	em := &refEarmark{job: j, victims: victims, rule: rule}
+	j.earmark = em
+	r.earmarks = append(r.earmarks, em)
+	for _, v := range victims {
+		text := r.preemptionText(v, j, rule)
+		v.state, v.victimOf = "stopping", em
+		p.plan.Preemptions = append(p.plan.Preemptions, sched.Preemption{JobID: v.id, Share: v.share, Rule: rule,
+			ForJob: j.id, ForShare: j.share, Reason: text, Shortfall: slices.Clone(short)})
+	}
+	p.reserve(j, victims)
+}
+
+func (r *Reference) preemptionText(v, j *refJob, rule sched.Rule) string {
+	if rule == sched.RuleInShare {
+		return fmt.Sprintf("In-share preemption triggered by higher-priority job %s (priority %d > %d) in share %s",
+			j.id, j.prio, v.prio, j.share)
+	}
+	var parts []string
+	for _, d := range v.need {
+		if over := r.used(v.share, d.InstanceType) - r.limit(v.share, d.InstanceType); over > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s over its limit of %d", over, d.InstanceType, r.limit(v.share, d.InstanceType)))
+		}
+	}
+	return fmt.Sprintf("Cross-share preemption triggered to reclaim borrowed capacity: share %s was %s; share %s reclaims it for job %s",
+		v.share, strings.Join(parts, ", "), j.share, j.id)
+}
+
+func (p *refPass) borrowEligible(share string) bool {
+	if !p.r.shares[share].cfg.Strategy.Borrows() {
+		return false
+	}
+	for _, t := range p.r.types() {
+		if m := p.r.maxOf(share, t); m < 0 || p.r.used(share, t) < m {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *refPass) visitBorrow(j *refJob) bool {
+	if j.earmark == nil && !p.r.neverFits(j) && !p.r.fitsOwn(j) && p.r.canBorrow(j, p.avail) {
+		p.start(j)
+	}
+	return true
+}
+
+func (p *refPass) inShareEligible(share string) bool {
+	if !p.r.shares[share].cfg.InSharePreemption {
+		return false
+	}
+	for _, v := range p.r.jobs {
+		if v.share == share && v.state == "active" {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *refPass) visitInShare(j *refJob) bool {
+	r := p.r
+	if j.earmark != nil || r.neverFits(j) {
+		return true
+	}
+	var lower []*refJob
+	anyActive := false
+	for _, v := range r.jobs {
+		if v.share == j.share && v.state == "active" {
+			anyActive = true
+			if v.prio < j.prio {
+				lower = append(lower, v)
+			}
+		}
+	}
+	if !anyActive || len(lower) == 0 {
+		return false
+	}
+	var short []quotashare.Demand
+	for _, d := range j.need {
+		t := d.InstanceType
+		s := max(d.Count-max(r.allowed(j.share, t, p.avail), 0), r.live(j.share, t)+d.Count-r.limit(j.share, t))
+		if s > 0 {
+			short = append(short, quotashare.Demand{InstanceType: t, Count: s})
+		}
+	}
+	if len(short) == 0 {
+		return true
+	}
+	slices.SortFunc(lower, victimLess)
+	var victims []*refJob
+	for _, v := range lower {
+		useful := false
+		for _, s := range short {
+			useful = useful || holds(v, s.InstanceType) > 0
+		}
+		if !useful {
+			continue
+		}
+		victims = append(victims, v)
+		if covered(victims, short) {
+			p.preempt(j, prune(victims, short), short, sched.RuleInShare)
+			return true
+		}
+	}
+	return true
+}
+
+// shrink preempts where usage not already stopping exceeds the environment's limit.
+func (p *refPass) shrink() {
+	r := p.r
+	for _, t := range r.types() {
+		live := 0
+		for name := range r.shares {
+			live += r.live(name, t)
+		}
+		over := live - r.capacity[t]
+		if over <= 0 {
+			continue
+		}
+		short := []quotashare.Demand{{InstanceType: t, Count: over}}
+		taken := map[*refJob]bool{}
+		var victims []*refJob
+		if !r.fromBorrowers("", short, taken, &victims) {
+			var rest []*refJob
+			for _, v := range r.jobs {
+				if v.state == "active" && holds(v, t) > 0 && !taken[v] {
+					rest = append(rest, v)
+				}
+			}
+			slices.SortFunc(rest, func(a, b *refJob) int {
+				if c := victimLess(a, b); c != 0 {
+					return c
+				}
+				return strings.Compare(a.share, b.share)
+			})
+			for _, v := range rest {
+				if freed(victims, t) >= over {
+					break
+				}
+				victims = append(victims, v)
+			}
+		}
+		total := r.total(t)
+		for _, v := range prune(victims, short) {
+			v.state = "stopping"
+			p.plan.Preemptions = append(p.plan.Preemptions, sched.Preemption{JobID: v.id, Share: v.share,
+				Rule:      sched.RuleEnvironmentShrunk,
+				Reason:    fmt.Sprintf("Service environment capacity lowered: limit of %d %s is below the %d in use", r.capacity[t], t, total),
+				Shortfall: slices.Clone(short)})
+		}
+	}
+}
