@@ -190,6 +190,7 @@ func (p *pass) start(j *job) {
 	}
 	j.sh.queue.Delete(j)
 	j.started = p.now
+	j.startedPass = s.pass
 	j.reason = nil
 	s.hold(j)
 	p.plan.Starts = append(p.plan.Starts, Start{JobID: j.id, Share: j.sh.cfg.Name, Borrowed: borrowed})
@@ -302,7 +303,15 @@ func (p *pass) ownEligible(sh *share) bool {
 
 func (p *pass) visitOwn(j *job) bool {
 	s := p.s
-	if j.earmark != nil || s.neverFits(j) || !s.fitsOwn(j) {
+	if j.earmark != nil || s.neverFits(j) {
+		return true
+	}
+	if !s.fitsOwn(j) {
+		// Borrowing comes in phase 2; if the job cannot borrow, it may preempt now,
+		// before lower-priority jobs behind it take the capacity.
+		if !s.canBorrow(j, p.avail) {
+			p.tryInShare(j)
+		}
 		return true
 	}
 	short := p.ownShortfall(j)
@@ -310,11 +319,23 @@ func (p *pass) visitOwn(j *job) bool {
 		p.start(j)
 		return true
 	}
-	victims, ok := s.reclaimVictims(j.sh, short)
-	if ok {
+	if victims, ok := s.reclaimVictims(j.sh, short); ok {
 		p.preempt(j, victims, short, RuleReclaim)
+		return true
 	}
+	p.tryInShare(j)
 	return true
+}
+
+// tryInShare preempts strictly lower-priority attempts of j's share for j, where the
+// share enables in-share preemption and they can make room.
+func (p *pass) tryInShare(j *job) {
+	if !j.sh.cfg.InSharePreemption {
+		return
+	}
+	if victims, short, ok := p.s.inShareVictims(j, p.avail); ok {
+		p.preempt(j, victims, short, RuleInShare)
+	}
 }
 
 // ownShortfall is, per type, what a job within its share's limit lacks of the capacity
@@ -391,6 +412,8 @@ func (p *pass) visitBorrow(j *job) bool {
 	}
 	if s.canBorrow(j, p.avail) {
 		p.start(j)
+	} else {
+		p.tryInShare(j)
 	}
 	return true
 }
@@ -447,10 +470,7 @@ func (p *pass) visitInShare(j *job) bool {
 		// Nothing of strictly lower priority runs; neither will it for jobs behind j.
 		return false
 	}
-	victims, short, ok := s.inShareVictims(j, p.avail)
-	if ok {
-		p.preempt(j, victims, short, RuleInShare)
-	}
+	p.tryInShare(j)
 	return true
 }
 

@@ -102,6 +102,7 @@ type job struct {
 	need          []need
 	state         jobState
 	seen          uint32   // pass number that last examined the job
+	startedPass   uint32   // pass number that started the job's attempt
 	earmark       *earmark // capacity being freed for this waiting job
 	victimOf      *earmark // the earmark this stopping attempt frees capacity for
 	reason        *Reason  // last reason reported for this waiting job
@@ -261,7 +262,7 @@ func (s *Scheduler) SetShare(cfg Share) error {
 	cfg.Limits = slices.Clone(cfg.Limits)
 	sh := s.shares[cfg.Name]
 	if sh == nil {
-		sh = &share{queue: newTreap(queueOrder), all: newTreap(victimOrder)}
+		sh = &share{cfg: cfg, queue: newTreap(queueOrder), all: newTreap(victimOrder)}
 		s.shares[cfg.Name] = sh
 		s.order = append(s.order, sh)
 		slices.SortFunc(s.order, func(a, b *share) int { return cmp.Compare(a.cfg.Name, b.cfg.Name) })

@@ -6,7 +6,8 @@ package sched
 // first (ties by share name); within a share, lower priority, then shorter time running,
 // then the newest job. Candidates are taken while their share is still over its limit and
 // until the shortfall is covered; then every victim not needed to cover it is dropped,
-// latest-taken first, so the set is minimal.
+// latest-taken first, so the set is minimal. An attempt started in the same pass is never
+// a victim (no start is undone by the pass that made it).
 
 // selection accumulates victims and what they free.
 type selection struct {
@@ -57,7 +58,7 @@ func (sel *selection) nextIn(o *share, t int) *job {
 	} else {
 		v, ok = o.actives[t].After(c)
 	}
-	for ok && sel.taken[v] {
+	for ok && (sel.taken[v] || v.startedPass == sel.s.pass) {
 		v, ok = o.actives[t].After(v)
 	}
 	if !ok {
@@ -182,7 +183,7 @@ func (s *Scheduler) inShareVictims(j *job, avail []int) ([]*job, []need, bool) {
 				useful = true
 			}
 		}
-		if !useful {
+		if !useful || v.startedPass == s.pass {
 			return true
 		}
 		sel.take(v)

@@ -38,6 +38,7 @@ type refJob struct {
 	submitted     int64
 	runnableSince int64
 	started       int64
+	startedPass   int
 	need          []quotashare.Demand // sorted by type name
 	state         string              // "queued", "active", "stopping"
 	earmark       *refEarmark

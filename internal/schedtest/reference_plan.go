@@ -78,7 +78,7 @@ func (p *refPass) start(j *refJob) {
 		}
 		p.avail[d.InstanceType] -= d.Count
 	}
-	j.state, j.started, j.reason = "active", p.now, nil
+	j.state, j.started, j.startedPass, j.reason = "active", p.now, r.pass, nil
 	p.plan.Starts = append(p.plan.Starts, sched.Start{JobID: j.id, Share: j.share, Borrowed: borrowed})
 }
 
@@ -142,7 +142,13 @@ func (p *refPass) ownEligible(share string) bool {
 
 func (p *refPass) visitOwn(j *refJob) bool {
 	r := p.r
-	if j.earmark != nil || r.neverFits(j) || !r.fitsOwn(j) {
+	if j.earmark != nil || r.neverFits(j) {
+		return true
+	}
+	if !r.fitsOwn(j) {
+		if !r.canBorrow(j, p.avail) {
+			p.inShare(j)
+		}
 		return true
 	}
 	short := r.ownShort(j, p.avail)
@@ -152,12 +158,14 @@ func (p *refPass) visitOwn(j *refJob) bool {
 	}
 	for _, s := range short {
 		if r.reclaimable(j.share, s.InstanceType) < s.Count {
+			p.inShare(j)
 			return true
 		}
 	}
 	taken := map[*refJob]bool{}
 	var victims []*refJob
 	if !r.fromBorrowers(j.share, short, taken, &victims) {
+		p.inShare(j)
 		return true
 	}
 	p.preempt(j, prune(victims, short), short, sched.RuleReclaim)
@@ -200,9 +208,12 @@ func (r *Reference) fromBorrowers(except string, short []quotashare.Demand, take
 			}
 			var cands []*refJob
 			for _, v := range r.jobs {
-				if v.share == best && v.state == "active" && holds(v, t) > 0 && !taken[v] {
+				if v.share == best && v.state == "active" && holds(v, t) > 0 && !taken[v] && v.startedPass != r.pass {
 					cands = append(cands, v)
 				}
+			}
+			if len(cands) == 0 {
+				return false
 			}
 			slices.SortFunc(cands, victimLess)
 			taken[cands[0]] = true
@@ -282,8 +293,13 @@ func (p *refPass) borrowEligible(share string) bool {
 }
 
 func (p *refPass) visitBorrow(j *refJob) bool {
-	if j.earmark == nil && !p.r.neverFits(j) && !p.r.fitsOwn(j) && p.r.canBorrow(j, p.avail) {
+	if j.earmark != nil || p.r.neverFits(j) || p.r.fitsOwn(j) {
+		return true
+	}
+	if p.r.canBorrow(j, p.avail) {
 		p.start(j)
+	} else {
+		p.inShare(j)
 	}
 	return true
 }
@@ -305,18 +321,31 @@ func (p *refPass) visitInShare(j *refJob) bool {
 	if j.earmark != nil || r.neverFits(j) {
 		return true
 	}
-	var lower []*refJob
-	anyActive := false
+	lowest := -1
 	for _, v := range r.jobs {
-		if v.share == j.share && v.state == "active" {
-			anyActive = true
-			if v.prio < j.prio {
-				lower = append(lower, v)
-			}
+		if v.share == j.share && v.state == "active" && (lowest < 0 || v.prio < lowest) {
+			lowest = v.prio
 		}
 	}
-	if !anyActive || len(lower) == 0 {
+	if lowest < 0 || lowest >= j.prio {
 		return false
+	}
+	p.inShare(j)
+	return true
+}
+
+// inShare preempts strictly lower-priority attempts of j's share, not started in this
+// pass, where the share enables it and they cover what j lacks.
+func (p *refPass) inShare(j *refJob) {
+	r := p.r
+	if !r.shares[j.share].cfg.InSharePreemption {
+		return
+	}
+	var lower []*refJob
+	for _, v := range r.jobs {
+		if v.share == j.share && v.state == "active" && v.prio < j.prio && v.startedPass != r.pass {
+			lower = append(lower, v)
+		}
 	}
 	var short []quotashare.Demand
 	for _, d := range j.need {
@@ -327,7 +356,7 @@ func (p *refPass) visitInShare(j *refJob) bool {
 		}
 	}
 	if len(short) == 0 {
-		return true
+		return
 	}
 	slices.SortFunc(lower, victimLess)
 	var victims []*refJob
@@ -342,10 +371,9 @@ func (p *refPass) visitInShare(j *refJob) bool {
 		victims = append(victims, v)
 		if covered(victims, short) {
 			p.preempt(j, prune(victims, short), short, sched.RuleInShare)
-			return true
+			return
 		}
 	}
-	return true
 }
 
 // shrink preempts where usage not already stopping exceeds the environment's limit.

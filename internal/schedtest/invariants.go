@@ -1,0 +1,314 @@
+package schedtest
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sched"
+)
+
+// Ledger follows a scheduler from the outside, from the events sent to it and the plans
+// it returns, and checks SPEC.md section 5's invariants on every plan. It knows nothing of
+// the scheduler's insides.
+type Ledger struct {
+	Capacity map[string]int
+	Shares   map[string]sched.Share
+	Jobs     map[string]*LedgerJob
+	// MayHold tells Apply that the scheduler may legitimately leave a startable job
+	// waiting: a head-of-line timeout holds a share back, or a shallow backfill depth stops
+	// a pass before it. The liveness check (invariant 5) then does not apply.
+	MayHold bool
+}
+
+// LedgerJob is a job as the ledger sees it.
+type LedgerJob struct {
+	ID, Share string
+	Priority  int
+	Need      []quotashare.Demand
+	State     string // "queued", "active", "stopping"
+}
+
+// NewLedger returns an empty ledger.
+func NewLedger() *Ledger {
+	return &Ledger{Capacity: map[string]int{}, Shares: map[string]sched.Share{}, Jobs: map[string]*LedgerJob{}}
+}
+
+func need(j *LedgerJob, t string) int {
+	for _, d := range j.Need {
+		if d.InstanceType == t {
+			return d.Count
+		}
+	}
+	return 0
+}
+
+func (l *Ledger) limit(share, t string) int {
+	for _, d := range l.Shares[share].Limits {
+		if d.InstanceType == t {
+			return d.Count
+		}
+	}
+	return 0
+}
+
+func (l *Ledger) maxOf(share, t string) int {
+	sh := l.Shares[share]
+	lim := l.limit(share, t)
+	if !sh.Strategy.Borrows() {
+		return lim
+	}
+	if sh.BorrowLimit < 0 {
+		return -1
+	}
+	return lim + lim*sh.BorrowLimit/100
+}
+
+// U is a share's usage of t; with live, without stopping attempts.
+func (l *Ledger) U(share, t string, live bool) int {
+	n := 0
+	for _, j := range l.Jobs {
+		if j.Share == share && (j.State == "active" || (!live && j.State == "stopping")) {
+			n += need(j, t)
+		}
+	}
+	return n
+}
+
+func (l *Ledger) types() []string {
+	seen := map[string]bool{}
+	for t := range l.Capacity {
+		seen[t] = true
+	}
+	for _, j := range l.Jobs {
+		for _, d := range j.Need {
+			seen[d.InstanceType] = true
+		}
+	}
+	var ts []string
+	for t := range seen {
+		ts = append(ts, t)
+	}
+	sort.Strings(ts)
+	return ts
+}
+
+func (l *Ledger) misconfigured(j *LedgerJob) bool {
+	sh := l.Shares[j.Share]
+	for _, d := range j.Need {
+		t := d.InstanceType
+		if d.Count > l.Capacity[t] {
+			return true
+		}
+		if !sh.Strategy.Borrows() {
+			if d.Count > l.limit(j.Share, t) {
+				return true
+			}
+			continue
+		}
+		if m := l.maxOf(j.Share, t); m >= 0 && d.Count > m {
+			return true
+		}
+		pool := l.limit(j.Share, t)
+		for name, o := range l.Shares {
+			if name != j.Share && o.Strategy.Lends() {
+				pool += l.limit(name, t)
+			}
+		}
+		if d.Count > pool {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply records a plan's decisions and checks the invariants; it returns every violation.
+func (l *Ledger) Apply(p sched.Plan) []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+
+	// Invariant 4 and 6 look at the state the decisions were made in: check them on the
+	// preemptions, in order, against usage after this plan's starts (starts only add).
+	started := map[string]bool{}
+	for _, s := range p.Starts {
+		j := l.Jobs[s.JobID]
+		if j == nil || j.State != "queued" {
+			bad("start of %s, which is not waiting", s.JobID)
+			continue
+		}
+		j.State = "active"
+		started[s.JobID] = true
+	}
+	victimsOf := map[string][]*LedgerJob{}
+	var groups []string
+	for i, pr := range p.Preemptions {
+		v := l.Jobs[pr.JobID]
+		if v == nil || v.State != "active" {
+			bad("preemption of %s, which is not an active attempt", pr.JobID)
+			continue
+		}
+		if started[pr.JobID] {
+			bad("%s is started and preempted in the same plan", pr.JobID)
+		}
+		switch pr.Rule {
+		case sched.RuleReclaim:
+			if pr.ForShare == v.Share {
+				bad("invariant 4: %s reclaimed for its own share %s", v.ID, v.Share)
+			}
+			over := false
+			for _, d := range pr.Shortfall {
+				later := 0
+				for _, q := range p.Preemptions[i:] {
+					if w := l.Jobs[q.JobID]; w != nil && w.Share == v.Share {
+						later += need(w, d.InstanceType)
+					}
+				}
+				if need(v, d.InstanceType) > 0 && l.U(v.Share, d.InstanceType, true)+later > l.limit(v.Share, d.InstanceType) {
+					over = true
+				}
+			}
+			if !over {
+				bad("invariant 4: %s of share %s reclaimed while the share was not over its limit", v.ID, v.Share)
+			}
+		case sched.RuleInShare:
+			w := l.Jobs[pr.ForJob]
+			switch {
+			case pr.ForShare != v.Share:
+				bad("invariant 6: in-share victim %s (%s) for a job of share %s", v.ID, v.Share, pr.ForShare)
+			case !l.Shares[v.Share].InSharePreemption:
+				bad("invariant 6: in-share preemption in share %s, which does not enable it", v.Share)
+			case w == nil || w.Priority <= v.Priority:
+				bad("invariant 6: in-share victim %s is not of strictly lower priority than %s", v.ID, pr.ForJob)
+			}
+		}
+		key := pr.ForJob
+		if pr.Rule == sched.RuleEnvironmentShrunk {
+			key = fmt.Sprint("shrink ", pr.Shortfall)
+		}
+		if _, seen := victimsOf[key]; !seen {
+			groups = append(groups, key)
+		}
+		victimsOf[key] = append(victimsOf[key], v)
+		v.State = "stopping"
+	}
+
+	// Invariant 7: every victim set covers its shortfall and none could be spared.
+	for _, key := range groups {
+		vs := victimsOf[key]
+		var short []quotashare.Demand
+		for _, pr := range p.Preemptions {
+			if pr.ForJob == key || (pr.Rule == sched.RuleEnvironmentShrunk && fmt.Sprint("shrink ", pr.Shortfall) == key) {
+				short = pr.Shortfall
+				break
+			}
+		}
+		covers := func(set []*LedgerJob) bool {
+			for _, d := range short {
+				n := 0
+				for _, v := range set {
+					n += need(v, d.InstanceType)
+				}
+				if n < d.Count {
+					return false
+				}
+			}
+			return true
+		}
+		if !covers(vs) {
+			bad("victims of %s do not cover the shortfall %v", key, short)
+		}
+		for i := range vs {
+			rest := append(slices.Clone(vs[:i]), vs[i+1:]...)
+			if covers(rest) {
+				bad("invariant 7: victim %s of %s could be spared (shortfall %v)", vs[i].ID, key, short)
+			}
+		}
+	}
+
+	for _, t := range l.types() {
+		total := 0
+		for name := range l.Shares {
+			total += l.U(name, t, false)
+		}
+		startedT := false
+		for _, s := range p.Starts {
+			if j := l.Jobs[s.JobID]; need(j, t) > 0 {
+				startedT = true
+				// Invariant 2: a start never takes U(s) past max(s).
+				if m := l.maxOf(j.Share, t); m >= 0 && l.U(j.Share, t, false) > m {
+					bad("invariant 2: start of %s takes share %s to %d %s, past its max %d", j.ID, j.Share, l.U(j.Share, t, false), t, m)
+				}
+				// Invariant 3: no share's start uses a RESERVE share's idle capacity.
+				for name, r := range l.Shares {
+					if r.Strategy != quotashare.Reserve || name == j.Share {
+						continue
+					}
+					others := total - l.U(name, t, false)
+					if others > l.Capacity[t]-l.limit(name, t) {
+						bad("invariant 3: start of %s (%s) leaves %d %s to RESERVE share %s, which owns %d",
+							j.ID, j.Share, l.Capacity[t]-others, t, name, l.limit(name, t))
+					}
+				}
+			}
+		}
+		// Invariant 1: starts never take the total past the environment's limit.
+		if startedT && total > l.Capacity[t] {
+			bad("invariant 1: %d %s in use, more than the environment's %d", total, t, l.Capacity[t])
+		}
+	}
+
+	// Invariant 5: with nothing stopping, no job within its share's limit is left waiting
+	// while the capacity it is allowed plus what others borrow would cover it.
+	stoppingAny := false
+	for _, j := range l.Jobs {
+		if j.State == "stopping" {
+			stoppingAny = true
+		}
+	}
+	if !stoppingAny && !l.MayHold {
+		for _, j := range l.Jobs {
+			if j.State != "queued" || l.misconfigured(j) {
+				continue
+			}
+			if l.fitsOwn(j) && l.couldStart(j) {
+				bad("invariant 5: %s (share %s) fits its limit and the capacity, yet waits with nothing stopping", j.ID, j.Share)
+			}
+		}
+	}
+	return errs
+}
+
+func (l *Ledger) fitsOwn(j *LedgerJob) bool {
+	for _, d := range j.Need {
+		if l.U(j.Share, d.InstanceType, false)+d.Count > l.limit(j.Share, d.InstanceType) {
+			return false
+		}
+	}
+	return true
+}
+
+// couldStart: for every type, what the job may take (free less RESERVE shares' idle and
+// capacity no share owns) plus what other shares borrow covers its need.
+func (l *Ledger) couldStart(j *LedgerJob) bool {
+	for _, d := range j.Need {
+		t := d.InstanceType
+		total, owned, kept, borrowed := 0, 0, 0, 0
+		for name, sh := range l.Shares {
+			u, lim := l.U(name, t, false), l.limit(name, t)
+			total += u
+			owned += lim
+			if name != j.Share {
+				borrowed += max(0, u-lim)
+				if sh.Strategy == quotashare.Reserve {
+					kept += max(0, lim-u)
+				}
+			}
+		}
+		allowed := l.Capacity[t] - total - kept - max(0, l.Capacity[t]-owned)
+		if max(allowed, 0)+borrowed < d.Count {
+			return false
+		}
+	}
+	return true
+}
