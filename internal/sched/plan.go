@@ -355,6 +355,8 @@ func (p *pass) ownShortfall(j *job) []need {
 // owns. Capacity is owned: a start within the share's limit may take a lender's idle
 // capacity (the borrowers then count as borrowing from that lender), but if borrowers sit
 // on the share's own allocation they are reclaimed, never replaced by RESERVE capacity.
+// Where the limits add up to more than the environment (overcommit), the excess comes off
+// what is kept: allocations that cannot all be honoured compete first come, first served.
 func (s *Scheduler) allowed(sh *share, t int, avail []int) int {
 	owned, kept := 0, 0
 	for _, o := range s.order {
@@ -363,7 +365,7 @@ func (s *Scheduler) allowed(sh *share, t int, avail []int) int {
 			kept += max(0, o.limit[t]-o.used[t])
 		}
 	}
-	return avail[t] - kept - max(0, s.capacity[t]-owned)
+	return avail[t] - max(0, kept+s.capacity[t]-owned)
 }
 
 // preempt records the victims, earmarks the capacity they free for j, and reserves for j

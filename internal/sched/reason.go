@@ -39,7 +39,7 @@ const (
 	ReasonHeldForHead ReasonCode = "HELD_FOR_HEAD_OF_LINE"
 	// ReasonQueuedBehind: the job is further back in its share than the last pass looked.
 	ReasonQueuedBehind ReasonCode = "QUEUED_BEHIND"
-	// ReasonPending: the job arrived after the last pass.
+	// ReasonPending: the job arrived (or was requeued) after the last pass.
 	ReasonPending ReasonCode = "PENDING"
 )
 
@@ -55,6 +55,7 @@ type Reason struct {
 	Max          int // limit plus borrow limit (-1 unbounded)
 	Available    int // idle (borrowing) or free (own) capacity of the type
 	Capacity     int // the environment's limit
+	Stopping     int // held by attempts being stopped, in all shares (NO_FREE_CAPACITY)
 	Strategy     quotashare.Strategy
 	BorrowLimit  int
 	// Other names the jobs or share the reason refers to; Count how many.
@@ -92,8 +93,12 @@ func (r Reason) Text() string {
 		return fmt.Sprintf("share %s is at its limit of %d %s (%d in use, job needs %d) and must borrow; other shares have %d idle to lend",
 			r.Share, r.Limit, r.InstanceType, r.InUse, r.Need, r.Available)
 	case ReasonNoFreeCapacity:
-		return fmt.Sprintf("share %s is within its limit of %d %s (%d in use, job needs %d), but only %d of the environment's %d are free for it and none of those in use are borrowed",
+		text := fmt.Sprintf("share %s is within its limit of %d %s (%d in use, job needs %d), but only %d of the environment's %d are free for it and nothing borrowed can be reclaimed",
 			r.Share, r.Limit, r.InstanceType, r.InUse, r.Need, r.Available, r.Capacity)
+		if r.Stopping > 0 {
+			text += fmt.Sprintf("; %d held by attempts being stopped will be free soon", r.Stopping)
+		}
+		return text
 	case ReasonWaitingForReclaim:
 		return fmt.Sprintf("waiting for %d preempted attempt(s) borrowing %s to stop (%s); the capacity is earmarked for this job",
 			r.Count, r.InstanceType, r.Other)
@@ -175,6 +180,9 @@ func (s *Scheduler) classify(j *job) Reason {
 		if a := s.allowed(sh, nd.t, avail); a < nd.n {
 			r := s.reason(j, ReasonNoFreeCapacity, nd)
 			r.Available = max(0, a)
+			for _, o := range s.order {
+				r.Stopping += o.stopping[nd.t]
+			}
 			return r
 		}
 	}
@@ -201,9 +209,14 @@ func (s *Scheduler) Reason(id string) (Reason, bool) {
 		r.Other = h.id
 		return r, true
 	}
+	if j.arrivedPass == s.pass {
+		return s.reason(j, ReasonPending, j.need[0]), true
+	}
 	ahead := j.sh.queue.Rank(j)
 	if ahead < s.cfg.BackfillDepth {
-		return s.reason(j, ReasonPending, j.need[0]), true
+		// Within reach of the pass, which stopped before it because nothing of its kind
+		// could start: say why from the state as it is.
+		return s.classify(j), true
 	}
 	r := s.reason(j, ReasonQueuedBehind, j.need[0])
 	r.Count = ahead

@@ -103,6 +103,7 @@ type job struct {
 	state         jobState
 	seen          uint32   // pass number that last examined the job
 	startedPass   uint32   // pass number that started the job's attempt
+	arrivedPass   uint32   // pass number current when the job last became RUNNABLE
 	earmark       *earmark // capacity being freed for this waiting job
 	victimOf      *earmark // the earmark this stopping attempt frees capacity for
 	reason        *Reason  // last reason reported for this waiting job
@@ -337,6 +338,7 @@ func (s *Scheduler) Submit(j Job) error {
 		return err
 	}
 	s.jobs[nj.id] = nj
+	nj.arrivedPass = s.pass
 	nj.sh.queue.Insert(nj)
 	return nil
 }
@@ -534,6 +536,7 @@ func (s *Scheduler) Stopped(id string, requeue bool, now time.Time) error {
 		return nil
 	}
 	j.state = queued
+	j.arrivedPass = s.pass
 	j.runnableSince = now.UnixNano()
 	j.reason = nil
 	j.sh.queue.Insert(j)

@@ -239,8 +239,12 @@ func (l *Ledger) Apply(p sched.Plan) []error {
 				if m := l.maxOf(j.Share, t); m >= 0 && l.U(j.Share, t, false) > m {
 					bad("invariant 2: start of %s takes share %s to %d %s, past its max %d", j.ID, j.Share, l.U(j.Share, t, false), t, m)
 				}
-				// Invariant 3: no share's start uses a RESERVE share's idle capacity.
+				// Invariant 3: no share's start uses a RESERVE share's idle capacity
+				// (where the limits do not add up to more than the environment).
 				for name, r := range l.Shares {
+					if l.owned(t) > l.Capacity[t] {
+						break
+					}
 					if r.Strategy != quotashare.Reserve || name == j.Share {
 						continue
 					}
@@ -305,10 +309,18 @@ func (l *Ledger) couldStart(j *LedgerJob) bool {
 				}
 			}
 		}
-		allowed := l.Capacity[t] - total - kept - max(0, l.Capacity[t]-owned)
+		allowed := l.Capacity[t] - total - max(0, kept+l.Capacity[t]-owned)
 		if max(allowed, 0)+borrowed < d.Count {
 			return false
 		}
 	}
 	return true
+}
+
+func (l *Ledger) owned(t string) int {
+	n := 0
+	for name := range l.Shares {
+		n += l.limit(name, t)
+	}
+	return n
 }

@@ -39,6 +39,7 @@ type refJob struct {
 	runnableSince int64
 	started       int64
 	startedPass   int
+	arrivedPass   int
 	need          []quotashare.Demand // sorted by type name
 	state         string              // "queued", "active", "stopping"
 	earmark       *refEarmark
@@ -111,7 +112,7 @@ func (r *Reference) Submit(j sched.Job) error {
 		rs = j.SubmittedAt
 	}
 	r.jobs[j.ID] = &refJob{id: j.ID, share: j.Share, prio: j.Priority, submitted: j.SubmittedAt.UnixNano(),
-		runnableSince: rs.UnixNano(), need: need, state: "queued"}
+		runnableSince: rs.UnixNano(), need: need, state: "queued", arrivedPass: r.pass}
 	return nil
 }
 
@@ -174,7 +175,7 @@ func (r *Reference) Stopped(id string, requeue bool, now time.Time) error {
 		delete(r.jobs, id)
 		return nil
 	}
-	j.state, j.runnableSince, j.reason = "queued", now.UnixNano(), nil
+	j.state, j.runnableSince, j.reason, j.arrivedPass = "queued", now.UnixNano(), nil, r.pass
 	return nil
 }
 
@@ -387,7 +388,7 @@ func (r *Reference) canBorrow(j *refJob, avail map[string]int) bool {
 }
 
 // allowed: avail less the idle capacity of the other RESERVE shares and less capacity
-// that no share owns.
+// that no share owns, less any overcommit (limits adding up to more than the capacity).
 func (r *Reference) allowed(share, t string, avail map[string]int) int {
 	owned, kept := 0, 0
 	for name, o := range r.shares {
@@ -396,5 +397,5 @@ func (r *Reference) allowed(share, t string, avail map[string]int) int {
 			kept += max(0, o.limits[t]-r.used(name, t))
 		}
 	}
-	return avail[t] - kept - max(0, r.capacity[t]-owned)
+	return avail[t] - max(0, kept+r.capacity[t]-owned)
 }

@@ -71,6 +71,9 @@ func (r *Reference) classify(j *refJob) sched.Reason {
 		if a := r.allowed(j.share, d.InstanceType, avail); a < d.Count {
 			rs := r.reasonFor(j, sched.ReasonNoFreeCapacity, d)
 			rs.Available = max(0, a)
+			for name := range r.shares {
+				rs.Stopping += r.usage(name, d.InstanceType, "stopping")
+			}
 			return rs
 		}
 	}
@@ -94,6 +97,9 @@ func (r *Reference) Reason(id string) (sched.Reason, bool) {
 		rs.Other = h
 		return rs, true
 	}
+	if j.arrivedPass == r.pass {
+		return r.reasonFor(j, sched.ReasonPending, j.need[0]), true
+	}
 	ahead := 0
 	for _, o := range r.queue(j.share) {
 		if o == j {
@@ -102,7 +108,7 @@ func (r *Reference) Reason(id string) (sched.Reason, bool) {
 		ahead++
 	}
 	if ahead < r.cfg.BackfillDepth {
-		return r.reasonFor(j, sched.ReasonPending, j.need[0]), true
+		return r.classify(j), true
 	}
 	rs := r.reasonFor(j, sched.ReasonQueuedBehind, j.need[0])
 	rs.Count = ahead
