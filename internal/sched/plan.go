@@ -80,7 +80,9 @@ type pass struct {
 	examined []*job
 	scanned  []int // per share: jobs examined in the current phase
 	cursor   []*job
+	buf      [][]*job // per share: the jobs after the cursor, read ahead from the queue
 	done     []bool
+	version  int // counts decisions; eligibility is rechecked only after one
 }
 
 // Plan runs one scheduling pass at time now and assumes its decisions (see the package doc).
@@ -188,6 +190,7 @@ func (p *pass) start(j *job) {
 		}
 		p.avail[nd.t] -= nd.n
 	}
+	p.version++
 	j.sh.queue.Delete(j)
 	j.started = p.now
 	j.startedPass = s.pass
@@ -203,6 +206,7 @@ func (p *pass) scan(eligible func(*share) bool, visit func(*job) bool) {
 	s := p.s
 	n := len(s.order)
 	p.cursor = make([]*job, n)
+	p.buf = make([][]*job, n)
 	p.scanned = make([]int, n)
 	p.done = make([]bool, n)
 	head := make([]*job, n)
@@ -220,6 +224,10 @@ func (p *pass) scan(eligible func(*share) bool, visit func(*job) bool) {
 		return s.cfg.HeadOfLineTimeout > 0 && p.now-j.runnableSince >= int64(s.cfg.HeadOfLineTimeout)
 	}
 	firstLive := make([]bool, n) // whether the share's first schedulable job was seen
+	checked := make([]int, n)    // p.version when the share's eligibility was last checked
+	for i := range checked {
+		checked[i] = p.version
+	}
 	for {
 		best := -1
 		for i := range head {
@@ -234,7 +242,7 @@ func (p *pass) scan(eligible func(*share) bool, visit func(*job) bool) {
 			return
 		}
 		sh, j := s.order[best], head[best]
-		next, ok := sh.queue.After(j)
+		next, ok := p.next(best, sh, j)
 		p.scanned[best]++
 		p.mark(j)
 		cont := visit(j)
@@ -245,11 +253,43 @@ func (p *pass) scan(eligible func(*share) bool, visit func(*job) bool) {
 				cont = false
 			}
 		}
-		if !cont || !ok || p.scanned[best] >= s.cfg.BackfillDepth || !eligible(sh) {
+		if !cont || !ok || p.scanned[best] >= s.cfg.BackfillDepth {
 			p.done[best] = true
 			continue
 		}
+		if checked[best] != p.version {
+			checked[best] = p.version
+			if !eligible(sh) {
+				p.done[best] = true
+				continue
+			}
+		}
 		head[best] = next
+	}
+}
+
+// next returns the waiting job after j in share sh's queue. It reads the queue ahead in
+// batches (one descent per batch instead of one per job); jobs of the batch that have
+// started meanwhile are skipped, and the queue's order cannot change during a pass.
+func (p *pass) next(i int, sh *share, j *job) (*job, bool) {
+	for {
+		if len(p.buf[i]) == 0 {
+			batch := p.buf[i][:0]
+			sh.queue.AscendAfter(j, func(x *job) bool {
+				batch = append(batch, x)
+				return len(batch) < 64
+			})
+			p.buf[i] = batch
+			if len(batch) == 0 {
+				return nil, false
+			}
+		}
+		x := p.buf[i][0]
+		p.buf[i] = p.buf[i][1:]
+		if x.state == queued {
+			return x, true
+		}
+		j = x
 	}
 }
 
@@ -292,9 +332,15 @@ func (s *Scheduler) misconfigured(j *job) (Reason, bool) {
 
 // Phase 1: jobs within their share's own limit, reclaiming borrowed capacity if needed.
 
+// ownEligible reports whether any waiting job of sh could do something in phase 1: start
+// or reclaim within the share's limit, or preempt in-share. It is exact, so stopping a
+// share's scan on it changes no decision, only how many jobs the pass looks at.
 func (p *pass) ownEligible(sh *share) bool {
+	if sh.cfg.InSharePreemption && sh.all.Len() > 0 {
+		return true
+	}
 	for t, l := range sh.limit {
-		if sh.used[t] < l {
+		if sh.used[t] < l && (p.s.allowed(sh, t, p.avail) > 0 || p.s.reclaimable(sh, t) > 0) {
 			return true
 		}
 	}
@@ -372,6 +418,7 @@ func (s *Scheduler) allowed(sh *share, t int, avail []int) int {
 // what is free now and the victims will not cover.
 func (p *pass) preempt(j *job, victims []*job, short []need, rule Rule) {
 	s := p.s
+	p.version++
 	em := &earmark{job: j, victims: victims, rule: rule}
 	s.addEarmark(em)
 	for _, v := range victims {
@@ -395,12 +442,17 @@ func (p *pass) preempt(j *job, victims []*job, short []need, rule Rule) {
 
 // Phase 2: borrowing, FIFO across shares.
 
+// borrowEligible reports whether any waiting job of sh could start by borrowing, or
+// preempt in-share, in phase 2 (exact, like ownEligible).
 func (p *pass) borrowEligible(sh *share) bool {
 	if !sh.cfg.Strategy.Borrows() {
 		return false
 	}
+	if sh.cfg.InSharePreemption && sh.all.Len() > 0 {
+		return true
+	}
 	for t := range sh.limit {
-		if m := sh.maxOf(t); m < 0 || sh.used[t] < m {
+		if m := sh.maxOf(t); (m < 0 || sh.used[t] < m) && p.s.idleFor(sh, t, p.avail) > 0 {
 			return true
 		}
 	}
@@ -478,7 +530,9 @@ func (p *pass) visitInShare(j *job) bool {
 
 // sortByVictimOrder is used by the naive paths (environment shrink).
 func sortByVictimOrder(js []*job) {
-	slices.SortFunc(js, func(a, b *job) int { return cmp.Or(victimOrder(a, b), cmp.Compare(a.sh.idx, b.sh.idx)) })
+	slices.SortFunc(js, func(a, b *job) int {
+		return cmp.Or(victimOrder(victimKeyOf(a), victimKeyOf(b)), cmp.Compare(a.sh.idx, b.sh.idx))
+	})
 }
 
 func (s *Scheduler) demands(ns []need) []quotashare.Demand {

@@ -100,6 +100,7 @@ type job struct {
 	runnableSince int64
 	started       int64
 	need          []need
+	need1         [1]need // backs need for the common single-type job (one allocation less)
 	state         jobState
 	seen          uint32   // pass number that last examined the job
 	startedPass   uint32   // pass number that started the job's attempt
@@ -124,11 +125,11 @@ type share struct {
 	used     []int // U: held by active and stopping attempts
 	stopping []int // part of used held by stopping attempts
 	promised []int // needs of this share's earmarked jobs
-	queue    *treap[*job]
-	actives  []*treap[*job] // per type: active (not stopping) attempts holding it, victim order
-	all      *treap[*job]   // all active attempts, victim order
-	heldBy   *job           // overdue head the share held back for in the last pass
-	holding  int            // attempts holding capacity, stopping ones included
+	queue    *treap[queueKey, *job]
+	actives  []*treap[victimKey, *job] // per type: active (not stopping) attempts holding it, victim order
+	all      *treap[victimKey, *job]   // all active attempts, victim order
+	heldBy   *job                      // overdue head the share held back for in the last pass
+	holding  int                       // attempts holding capacity, stopping ones included
 }
 
 // Scheduler is the scheduling core for one job queue. It is not safe for concurrent use.
@@ -154,8 +155,17 @@ func New(cfg Config) *Scheduler {
 	return &Scheduler{cfg: cfg, types: map[string]int{}, shares: map[string]*share{}, jobs: map[string]*job{}}
 }
 
-// queueOrder: priority high first, then submission time, then id.
-func queueOrder(a, b *job) int {
+// queueKey orders a share's RUNNABLE jobs: priority high first, then submission time,
+// then id.
+type queueKey struct {
+	prio      int
+	submitted int64
+	id        string
+}
+
+func queueKeyOf(j *job) queueKey { return queueKey{j.prio, j.submitted, j.id} }
+
+func queueOrder(a, b queueKey) int {
 	if a.prio != b.prio {
 		return cmp.Compare(b.prio, a.prio)
 	}
@@ -173,9 +183,17 @@ func fifoOrder(a, b *job) int {
 	return cmp.Compare(a.id, b.id)
 }
 
-// victimOrder: lower priority first, then shorter time running (started later), then the
-// newest job (SPEC.md section 4).
-func victimOrder(a, b *job) int {
+// victimKey orders candidate victims (SPEC.md section 4): lower priority first, then
+// shorter time running (started later), then the newest job.
+type victimKey struct {
+	prio               int
+	started, submitted int64
+	id                 string
+}
+
+func victimKeyOf(j *job) victimKey { return victimKey{j.prio, j.started, j.submitted, j.id} }
+
+func victimOrder(a, b victimKey) int {
 	if a.prio != b.prio {
 		return cmp.Compare(a.prio, b.prio)
 	}
@@ -209,7 +227,7 @@ func (sh *share) grow(n int) {
 		sh.used = append(sh.used, 0)
 		sh.stopping = append(sh.stopping, 0)
 		sh.promised = append(sh.promised, 0)
-		sh.actives = append(sh.actives, newTreap(victimOrder))
+		sh.actives = append(sh.actives, newTreap(victimKeyOf, victimOrder))
 	}
 }
 
@@ -263,7 +281,7 @@ func (s *Scheduler) SetShare(cfg Share) error {
 	cfg.Limits = slices.Clone(cfg.Limits)
 	sh := s.shares[cfg.Name]
 	if sh == nil {
-		sh = &share{cfg: cfg, queue: newTreap(queueOrder), all: newTreap(victimOrder)}
+		sh = &share{cfg: cfg, queue: newTreap(queueKeyOf, queueOrder), all: newTreap(victimKeyOf, victimOrder)}
 		s.shares[cfg.Name] = sh
 		s.order = append(s.order, sh)
 		slices.SortFunc(s.order, func(a, b *share) int { return cmp.Compare(a.cfg.Name, b.cfg.Name) })
@@ -323,7 +341,10 @@ func (s *Scheduler) newJob(j Job) (*job, error) {
 	if j.RunnableSince.IsZero() {
 		nj.runnableSince = nj.submitted
 	}
-	nj.need = make([]need, 0, len(j.Need))
+	nj.need = nj.need1[:0]
+	if len(j.Need) > 1 {
+		nj.need = make([]need, 0, len(j.Need))
+	}
 	for _, d := range j.Need {
 		nj.need = append(nj.need, need{t: s.typeIndex(d.InstanceType), n: d.Count})
 	}

@@ -3,48 +3,54 @@ package sched
 // treap is an ordered set with O(log n) insert, delete, successor and rank. The node
 // priorities come from a xorshift generator owned by the treap, so two schedulers fed the
 // same events build the same trees (no global randomness, SPEC invariant 8).
-type treap[T any] struct {
-	root *tnode[T]
-	cmp  func(a, b T) int
-	rng  uint64
+//
+// Each node keeps a copy of its item's sort key, so a descent compares keys held in the
+// nodes instead of following a pointer per comparison. An item's key must not change while
+// it is in the treap: delete it, change it, insert it again.
+type treap[K, T any] struct {
+	root  *tnode[K, T]
+	cmp   func(a, b K) int
+	keyOf func(T) K
+	rng   uint64
 }
 
-type tnode[T any] struct {
+type tnode[K, T any] struct {
+	key         K
 	item        T
-	left, right *tnode[T]
+	left, right *tnode[K, T]
 	pri         uint32
 	size        int32
 }
 
-func newTreap[T any](cmp func(a, b T) int) *treap[T] {
-	return &treap[T]{cmp: cmp, rng: 0x9E3779B97F4A7C15}
+func newTreap[K, T any](keyOf func(T) K, cmp func(a, b K) int) *treap[K, T] {
+	return &treap[K, T]{cmp: cmp, keyOf: keyOf, rng: 0x9E3779B97F4A7C15}
 }
 
-func (t *treap[T]) next() uint32 {
+func (t *treap[K, T]) next() uint32 {
 	t.rng ^= t.rng << 13
 	t.rng ^= t.rng >> 7
 	t.rng ^= t.rng << 17
 	return uint32(t.rng >> 32)
 }
 
-func size[T any](n *tnode[T]) int32 {
+func size[K, T any](n *tnode[K, T]) int32 {
 	if n == nil {
 		return 0
 	}
 	return n.size
 }
 
-func (n *tnode[T]) fix() { n.size = 1 + size(n.left) + size(n.right) }
+func (n *tnode[K, T]) fix() { n.size = 1 + size(n.left) + size(n.right) }
 
 // Len returns the number of items.
-func (t *treap[T]) Len() int { return int(size(t.root)) }
+func (t *treap[K, T]) Len() int { return int(size(t.root)) }
 
 // split divides n into the items less than key (l) and the rest (r).
-func (t *treap[T]) split(n *tnode[T], key T) (l, r *tnode[T]) {
+func (t *treap[K, T]) split(n *tnode[K, T], key K) (l, r *tnode[K, T]) {
 	if n == nil {
 		return nil, nil
 	}
-	if t.cmp(n.item, key) < 0 {
+	if t.cmp(n.key, key) < 0 {
 		n.right, r = t.split(n.right, key)
 		n.fix()
 		return n, r
@@ -54,7 +60,7 @@ func (t *treap[T]) split(n *tnode[T], key T) (l, r *tnode[T]) {
 	return l, n
 }
 
-func merge[T any](l, r *tnode[T]) *tnode[T] {
+func merge[K, T any](l, r *tnode[K, T]) *tnode[K, T] {
 	if l == nil {
 		return r
 	}
@@ -72,50 +78,56 @@ func merge[T any](l, r *tnode[T]) *tnode[T] {
 }
 
 // Insert adds item; an item comparing equal to one present is a caller bug.
-func (t *treap[T]) Insert(item T) {
-	nn := &tnode[T]{item: item, pri: t.next(), size: 1}
+func (t *treap[K, T]) Insert(item T) {
+	nn := &tnode[K, T]{key: t.keyOf(item), item: item, pri: t.next(), size: 1}
 	// Descend while the existing nodes have higher priority, then split there.
 	link := &t.root
 	for *link != nil && (*link).pri > nn.pri {
 		n := *link
 		n.size++
-		if t.cmp(item, n.item) < 0 {
+		if t.cmp(nn.key, n.key) < 0 {
 			link = &n.left
 		} else {
 			link = &n.right
 		}
 	}
-	nn.left, nn.right = t.split(*link, item)
+	nn.left, nn.right = t.split(*link, nn.key)
 	nn.fix()
 	*link = nn
 }
 
-// Delete removes the item comparing equal to item and reports whether it was there.
-func (t *treap[T]) Delete(item T) bool {
+// Delete removes the item whose key equals item's and reports whether it was there.
+// Sizes are decremented on the way down, and restored in the rare case of a miss.
+func (t *treap[K, T]) Delete(item T) bool {
+	key := t.keyOf(item)
 	link := &t.root
-	var path []*tnode[T]
 	for *link != nil {
 		n := *link
-		c := t.cmp(item, n.item)
+		c := t.cmp(key, n.key)
 		if c == 0 {
 			*link = merge(n.left, n.right)
-			for _, p := range path {
-				p.size--
-			}
 			return true
 		}
-		path = append(path, n)
+		n.size--
 		if c < 0 {
 			link = &n.left
 		} else {
 			link = &n.right
 		}
 	}
+	for n := t.root; n != nil; {
+		n.size++
+		if t.cmp(key, n.key) < 0 {
+			n = n.left
+		} else {
+			n = n.right
+		}
+	}
 	return false
 }
 
 // Min returns the smallest item.
-func (t *treap[T]) Min() (T, bool) {
+func (t *treap[K, T]) Min() (T, bool) {
 	n := t.root
 	if n == nil {
 		var zero T
@@ -127,11 +139,12 @@ func (t *treap[T]) Min() (T, bool) {
 	return n.item, true
 }
 
-// After returns the smallest item greater than key.
-func (t *treap[T]) After(key T) (T, bool) {
-	var best *tnode[T]
+// After returns the smallest item greater than item.
+func (t *treap[K, T]) After(item T) (T, bool) {
+	key := t.keyOf(item)
+	var best *tnode[K, T]
 	for n := t.root; n != nil; {
-		if t.cmp(n.item, key) > 0 {
+		if t.cmp(n.key, key) > 0 {
 			best = n
 			n = n.left
 		} else {
@@ -145,12 +158,13 @@ func (t *treap[T]) After(key T) (T, bool) {
 	return best.item, true
 }
 
-// Rank returns how many items are less than key.
-func (t *treap[T]) Rank(key T) int {
+// Rank returns how many items are less than item.
+func (t *treap[K, T]) Rank(item T) int {
+	key := t.keyOf(item)
 	r := 0
 	for n := t.root; n != nil; {
-		if t.cmp(n.item, key) <= 0 {
-			if t.cmp(n.item, key) == 0 {
+		if c := t.cmp(n.key, key); c <= 0 {
+			if c == 0 {
 				return r + int(size(n.left))
 			}
 			r += int(size(n.left)) + 1
@@ -163,11 +177,28 @@ func (t *treap[T]) Rank(key T) int {
 }
 
 // Ascend calls fn on the items in order until fn returns false.
-func (t *treap[T]) Ascend(fn func(T) bool) {
-	var walk func(n *tnode[T]) bool
-	walk = func(n *tnode[T]) bool {
+func (t *treap[K, T]) Ascend(fn func(T) bool) {
+	var walk func(n *tnode[K, T]) bool
+	walk = func(n *tnode[K, T]) bool {
 		if n == nil {
 			return true
+		}
+		return walk(n.left) && fn(n.item) && walk(n.right)
+	}
+	walk(t.root)
+}
+
+// AscendAfter calls fn on the items greater than key, in order, until fn returns false:
+// one descent, then a step per item.
+func (t *treap[K, T]) AscendAfter(item T, fn func(T) bool) {
+	key := t.keyOf(item)
+	var walk func(n *tnode[K, T]) bool
+	walk = func(n *tnode[K, T]) bool {
+		if n == nil {
+			return true
+		}
+		if t.cmp(n.key, key) <= 0 {
+			return walk(n.right)
 		}
 		return walk(n.left) && fn(n.item) && walk(n.right)
 	}

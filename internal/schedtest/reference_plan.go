@@ -131,9 +131,22 @@ func (p *refPass) scan(eligible func(string) bool, visit func(*refJob) bool) {
 	}
 }
 
+// ownEligible: some job of the share could start, reclaim or preempt in-share in phase 1.
 func (p *refPass) ownEligible(share string) bool {
+	if p.r.shares[share].cfg.InSharePreemption && p.r.hasActive(share) {
+		return true
+	}
 	for _, t := range p.r.types() {
-		if p.r.used(share, t) < p.r.limit(share, t) {
+		if p.r.used(share, t) < p.r.limit(share, t) && (p.r.allowed(share, t, p.avail) > 0 || p.r.reclaimable(share, t) > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Reference) hasActive(share string) bool {
+	for _, v := range r.jobs {
+		if v.share == share && v.state == "active" {
 			return true
 		}
 	}
@@ -284,8 +297,11 @@ func (p *refPass) borrowEligible(share string) bool {
 	if !p.r.shares[share].cfg.Strategy.Borrows() {
 		return false
 	}
+	if p.r.shares[share].cfg.InSharePreemption && p.r.hasActive(share) {
+		return true
+	}
 	for _, t := range p.r.types() {
-		if m := p.r.maxOf(share, t); m < 0 || p.r.used(share, t) < m {
+		if m := p.r.maxOf(share, t); (m < 0 || p.r.used(share, t) < m) && p.r.idle(share, t, p.avail) > 0 {
 			return true
 		}
 	}
@@ -305,15 +321,7 @@ func (p *refPass) visitBorrow(j *refJob) bool {
 }
 
 func (p *refPass) inShareEligible(share string) bool {
-	if !p.r.shares[share].cfg.InSharePreemption {
-		return false
-	}
-	for _, v := range p.r.jobs {
-		if v.share == share && v.state == "active" {
-			return true
-		}
-	}
-	return false
+	return p.r.shares[share].cfg.InSharePreemption && p.r.hasActive(share)
 }
 
 func (p *refPass) visitInShare(j *refJob) bool {

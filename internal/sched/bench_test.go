@@ -1,0 +1,262 @@
+package sched_test
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sched"
+	"github.com/quotashare/quotashare/internal/schedtest"
+)
+
+var benchTypes = []string{"ml.g5.xlarge", "ml.g5.12xlarge", "ml.g6.xlarge", "ml.p4d.24xlarge", "ml.p5.48xlarge"}
+
+// benchWorld is the issue's reference load: 20 shares over 5 instance types, `queued`
+// RUNNABLE jobs and `active` running attempts, with capacity for `free` more starts.
+type benchWorld struct {
+	core      schedtest.Core
+	queued    []string
+	started   int
+	preempted int
+}
+
+func newBenchWorld(b *testing.B, core schedtest.Core, queued, active, free int) *benchWorld {
+	b.Helper()
+	const shares = 20
+	perType := active / len(benchTypes)
+	var caps []quotashare.Demand
+	for _, ty := range benchTypes {
+		caps = append(caps, quotashare.Demand{InstanceType: ty, Count: perType + free/len(benchTypes)})
+	}
+	if err := core.SetCapacity(caps); err != nil {
+		b.Fatal(err)
+	}
+	for i := range shares {
+		var limits []quotashare.Demand
+		for _, ty := range benchTypes {
+			// Limits add up to more than the capacity: every share could grow, so the pass
+			// must look at each share's queue.
+			limits = append(limits, quotashare.Demand{InstanceType: ty, Count: 3 * (perType + free) / shares})
+		}
+		strategy := quotashare.LendAndBorrow
+		if i%4 == 0 {
+			strategy = quotashare.Lend
+		}
+		if err := core.SetShare(sched.Share{Name: fmt.Sprintf("share-%02d", i), Limits: limits, Strategy: strategy,
+			BorrowLimit: 100}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w := &benchWorld{core: core}
+	t0 := time.Unix(1_700_000_000, 0)
+	submit := func(n int, id string) {
+		j := sched.Job{ID: id, Share: fmt.Sprintf("share-%02d", n%shares), Priority: n % 7,
+			Need:        []quotashare.Demand{{InstanceType: benchTypes[(n+n/shares)%len(benchTypes)], Count: 1}},
+			SubmittedAt: t0.Add(time.Duration(n) * time.Millisecond)}
+		if err := core.Submit(j); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for n := range active {
+		submit(n, fmt.Sprintf("a%07d", n))
+	}
+	if p := core.Plan(t0.Add(time.Hour)); len(p.Starts) != active {
+		b.Fatalf("setup started %d of %d attempts", len(p.Starts), active)
+	}
+	w.queued = make([]string, queued)
+	for n := range queued {
+		w.queued[n] = fmt.Sprintf("q%07d", n)
+		submit(n, w.queued[n])
+	}
+	return w
+}
+
+// pass runs one scheduling pass, then puts the jobs it started back (untimed).
+func (w *benchWorld) pass(b *testing.B, now time.Time) {
+	p := w.core.Plan(now)
+	b.StopTimer()
+	w.started = len(p.Starts)
+	w.preempted += len(p.Preemptions)
+	for _, s := range p.Starts {
+		if err := w.core.Stopped(s.JobID, true, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StartTimer()
+}
+
+func benchPass(b *testing.B, core schedtest.Core, queued, active, free int) {
+	w := newBenchWorld(b, core, queued, active, free)
+	now := time.Unix(1_700_010_000, 0)
+	for b.Loop() {
+		now = now.Add(time.Second)
+		w.pass(b, now)
+	}
+	if w.started != free {
+		b.Fatalf("a pass started %d jobs, want %d", w.started, free)
+	}
+	b.ReportMetric(float64(w.started), "starts/pass")
+	b.ReportMetric(float64(w.preempted), "preemptions")
+}
+
+// BenchmarkPass: a pass over 1,000,000 RUNNABLE jobs and 10,000 active attempts that
+// starts 1,000 jobs. Target: under 50 ms.
+func BenchmarkPass(b *testing.B) {
+	benchPass(b, sched.New(sched.Config{}), 1_000_000, 10_000, 1_000)
+}
+
+// BenchmarkPassVsReference times the same pass on the fast and the reference scheduler at
+// a size the reference can handle (500 RUNNABLE, 100 active, 20 starts).
+func BenchmarkPassVsReference(b *testing.B) {
+	b.Run("fast", func(b *testing.B) { benchPass(b, sched.New(sched.Config{}), 500, 100, 20) })
+	b.Run("reference", func(b *testing.B) { benchPass(b, schedtest.NewReference(sched.Config{}), 500, 100, 20) })
+}
+
+// BenchmarkEvents: events against 1,000,000 RUNNABLE jobs and 10,000 active attempts;
+// each is O(log n). Target: 500,000 events/s. The sub-benchmarks time one kind each:
+// submit (a new job), priority (a change on a random waiting job, the worst case for the
+// cache), remove (a waiting job terminated), and mixed (one of each in turn).
+func BenchmarkEvents(b *testing.B) {
+	s := sched.New(sched.Config{})
+	w := newBenchWorld(b, s, 1_000_000, 10_000, 1_000)
+	t0 := time.Unix(1_700_020_000, 0)
+	ids := make([]string, 0, 1<<20)
+	newJob := func(i int) sched.Job {
+		for len(ids) <= i {
+			ids = append(ids, fmt.Sprintf("n%07d", len(ids)))
+		}
+		return sched.Job{ID: ids[i], Share: fmt.Sprintf("share-%02d", i%20), Priority: i % 9,
+			Need: []quotashare.Demand{{InstanceType: benchTypes[i%5], Count: 1}}, SubmittedAt: t0.Add(time.Duration(i))}
+	}
+	jobs := make([]sched.Job, 1<<20)
+	for i := range jobs {
+		jobs[i] = newJob(i)
+	}
+	check := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	rate := func(b *testing.B, perOp int) {
+		b.ReportMetric(float64(perOp)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	}
+	b.Run("submit", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			check(s.Submit(jobs[i%len(jobs)]))
+			i++
+		}
+		rate(b, 1)
+		b.StopTimer()
+		for k := range min(i, len(jobs)) {
+			check(s.Remove(jobs[k].ID))
+		}
+	})
+	b.Run("priority", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			check(s.SetPriority(w.queued[(i*7919)%len(w.queued)], i%11))
+			i++
+		}
+		rate(b, 1)
+	})
+	b.Run("remove", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			b.StopTimer()
+			j := jobs[(i*7919)%len(jobs)]
+			check(s.Submit(j))
+			b.StartTimer()
+			check(s.Remove(j.ID))
+			i++
+		}
+		rate(b, 1)
+	})
+	b.Run("mixed", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			j := jobs[i%len(jobs)]
+			check(s.Submit(j))
+			check(s.SetPriority(w.queued[(i*7919)%len(w.queued)], i%11))
+			check(s.Remove(j.ID))
+			i++
+		}
+		rate(b, 3)
+	})
+}
+
+// BenchmarkFinish: an attempt finishing and a new one taking its place, with 10,000 active.
+func BenchmarkFinish(b *testing.B) {
+	s := sched.New(sched.Config{})
+	w := newBenchWorld(b, s, 0, 10_000, 0)
+	_ = w
+	t0 := time.Unix(1_700_030_000, 0)
+	i := 0
+	for b.Loop() {
+		id := fmt.Sprintf("a%07d", i%10_000)
+		if err := s.Finished(id); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.RestoreActive(sched.Job{ID: id, Share: fmt.Sprintf("share-%02d", (i%10_000)%20), Priority: i % 7,
+			Need:        []quotashare.Demand{{InstanceType: benchTypes[((i%10_000)/20)%5], Count: 1}},
+			SubmittedAt: t0}, sched.Active{StartedAt: t0.Add(time.Duration(i))}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(2*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkMemory reports the heap the core holds per queued job (1,000,000 jobs).
+// Target: at most 512 bytes per job.
+func BenchmarkMemory(b *testing.B) {
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s := sched.New(sched.Config{})
+		w := newBenchWorld(b, s, 1_000_000, 0, 0)
+		w.queued = nil // the benchmark's own id slice is not the core's
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/1e6, "bytes/job")
+		runtime.KeepAlive(s)
+	}
+}
+
+// BenchmarkPassWorstCase: the same 1,000,000 jobs, but the pass cannot stop early: every
+// share has room on one instance type while its waiting jobs need the others, so each
+// phase examines BackfillDepth (1,000) jobs of every share and starts nothing.
+func BenchmarkPassWorstCase(b *testing.B) {
+	core := sched.New(sched.Config{})
+	w := newBenchWorld(b, core, 1_000_000, 10_000, 0)
+	// Room on the first type only; queued jobs on it are removed so none can start.
+	var caps []quotashare.Demand
+	for i, ty := range benchTypes {
+		n := 2_000
+		if i == 0 {
+			n = 12_000
+		}
+		caps = append(caps, quotashare.Demand{InstanceType: ty, Count: n})
+	}
+	if err := core.SetCapacity(caps); err != nil {
+		b.Fatal(err)
+	}
+	for n, id := range w.queued {
+		if (n+n/20)%len(benchTypes) == 0 {
+			if err := core.Remove(id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	now := time.Unix(1_700_010_000, 0)
+	for b.Loop() {
+		now = now.Add(time.Second)
+		w.pass(b, now)
+	}
+	if w.started != 0 {
+		b.Fatalf("started %d", w.started)
+	}
+}
