@@ -1,0 +1,68 @@
+// Command quotashare is the quotashare binary. Today it has one command, simulate, which
+// runs a scenario script through the scheduling core and prints every decision with its
+// reason; the server, the executors and the client commands are still to be built.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/quotashare/quotashare/internal/sched"
+	"github.com/quotashare/quotashare/internal/schedtest"
+)
+
+const usage = `usage: quotashare simulate [flags] SCRIPT
+
+Runs SCRIPT (a scenario: capacity, shares, job submissions, scheduling passes; see
+examples/three-projects.txt) through the scheduling core and prints each decision:
+starts, preemptions with their rule, why every waiting job waits, and each share's usage.
+
+Example:
+  quotashare simulate examples/three-projects.txt
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "quotashare:", err)
+		os.Exit(2)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	if args[0] != "simulate" {
+		return fmt.Errorf("unknown command %q: the only command so far is simulate (run quotashare --help)", args[0])
+	}
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	hol := fs.Duration("head-of-line-timeout", 0, "how long a blocked head job lets smaller jobs pass before its share holds back (0: never)")
+	depth := fs.Int("backfill-depth", 1000, "how many waiting jobs of a share one pass examines per phase")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errors.New("simulate takes exactly one script file")
+	}
+	if *depth < 1 {
+		return fmt.Errorf("--backfill-depth: %d must be at least 1", *depth)
+	}
+	script, err := os.ReadFile(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	out, err := schedtest.Run(sched.New(sched.Config{HeadOfLineTimeout: *hol, BackfillDepth: *depth}), string(script))
+	fmt.Fprint(stdout, out)
+	if err != nil {
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+	}
+	return nil
+}
+

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSimulateExample builds the real binary and runs the README's first command on the
+// three-project example: the borrower borrows, the lender reclaims, in-share preemption.
+func TestSimulateExample(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "quotashare")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "simulate", "../../examples/three-projects.txt").CombinedOutput()
+	if err != nil {
+		t.Fatalf("simulate: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"start b-med (borrower) borrowing 1 ml.g5.xlarge",
+		"preempt b-med (borrower) rule=reclaim for=l1 (lender)",
+		"preempt b-high (borrower) rule=in-share for=b-low (borrower)",
+		"start r1 (reserve)",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.txt")
+	if err := os.WriteFile(bad, []byte("capacity ml.g5.xlarge=1\nfrobnicate\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve"}, `unknown command "serve"`},
+		{[]string{"simulate"}, "exactly one script file"},
+		{[]string{"simulate", "--backfill-depth", "0", bad}, "--backfill-depth: 0 must be at least 1"},
+		{[]string{"simulate", bad}, `line 2: unknown command "frobnicate"`},
+		{[]string{"simulate", "/nonexistent/x.txt"}, "no such file"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(tc.args, &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q) = %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
