@@ -137,14 +137,19 @@ func (p *pass) earmarked() {
 			s.dropEarmark(em) // its victims are gone and it still cannot start: wait as usual
 			continue
 		}
-		for _, nd := range j.need {
-			freeing := 0
-			for _, v := range em.victims {
-				freeing += v.holds(nd.t)
-			}
-			if r := nd.n - freeing; r > 0 {
-				p.avail[nd.t] -= min(max(p.avail[nd.t], 0), r)
-			}
+		p.reserve(j, em.victims)
+	}
+}
+
+// reserve holds back from avail, for waiting job j, what its stopping victims will not free.
+func (p *pass) reserve(j *job, victims []*job) {
+	for _, nd := range j.need {
+		freeing := 0
+		for _, v := range victims {
+			freeing += v.holds(nd.t)
+		}
+		if r := nd.n - freeing; r > 0 {
+			p.avail[nd.t] -= min(max(p.avail[nd.t], 0), r)
 		}
 	}
 }
@@ -429,15 +434,7 @@ func (p *pass) preempt(j *job, victims []*job, short []need, rule Rule) {
 			Reason: s.preemptionText(v, j, rule), Shortfall: s.demands(short),
 		})
 	}
-	for _, nd := range j.need {
-		freeing := 0
-		for _, v := range victims {
-			freeing += v.holds(nd.t)
-		}
-		if r := nd.n - freeing; r > 0 {
-			p.avail[nd.t] -= min(max(p.avail[nd.t], 0), r)
-		}
-	}
+	p.reserve(j, victims)
 }
 
 // Phase 2: borrowing, FIFO across shares.
