@@ -234,7 +234,7 @@ func (sh *share) grow(n int) {
 // SetCapacity replaces the environment's capacity limits. Types left out have capacity 0.
 // Lowering a limit below current usage makes the next Plan preempt until usage fits.
 func (s *Scheduler) SetCapacity(limits []quotashare.Demand) error {
-	if err := checkDemands("capacityLimits", limits, true); err != nil {
+	if err := CheckCapacity(limits); err != nil {
 		return err
 	}
 	for i := range s.capacity {
@@ -244,6 +244,23 @@ func (s *Scheduler) SetCapacity(limits []quotashare.Demand) error {
 		s.capacity[s.typeIndex(d.InstanceType)] = d.Count
 	}
 	return nil
+}
+
+// MaxInstances bounds every count of instances (and a borrow limit in percent), so that
+// no sum can overflow.
+const MaxInstances = 1_000_000
+
+// CheckCapacity validates an environment's capacity limits: one per instance type, none
+// negative.
+func CheckCapacity(limits []quotashare.Demand) error { return checkDemands("capacityLimits", limits, true) }
+
+// CheckNeed validates what a job needs: at least one instance type, each once, with a
+// positive count.
+func CheckNeed(need []quotashare.Demand) error {
+	if len(need) == 0 {
+		return fmt.Errorf("resourceConfig: the job needs at least one instance")
+	}
+	return checkDemands("resourceConfig", need, false)
 }
 
 func checkDemands(field string, ds []quotashare.Demand, zeroOK bool) error {
@@ -259,23 +276,31 @@ func checkDemands(field string, ds []quotashare.Demand, zeroOK bool) error {
 		if d.Count < 0 || (d.Count == 0 && !zeroOK) {
 			return fmt.Errorf("%s[%d].maxCapacity: %d must be positive", field, i, d.Count)
 		}
+		if d.Count > MaxInstances {
+			return fmt.Errorf("%s[%d].maxCapacity: %d is more than %d instances", field, i, d.Count, MaxInstances)
+		}
 	}
 	return nil
 }
 
-// SetShare creates a share or replaces its configuration. Lowering a limit below the
-// share's usage turns the excess into borrowed capacity, reclaimable by owners.
-func (s *Scheduler) SetShare(cfg Share) error {
+// CheckShare validates a share's configuration: its name, strategy, borrow limit and limits.
+func CheckShare(cfg Share) error {
 	if !quotashare.ValidName(cfg.Name) {
 		return fmt.Errorf("quotaShareName: %q must be 1-128 letters, digits, '-' or '_'", cfg.Name)
 	}
 	if !cfg.Strategy.Valid() {
 		return fmt.Errorf("resourceSharingConfiguration.strategy: %q must be RESERVE, LEND or LEND_AND_BORROW", cfg.Strategy)
 	}
-	if cfg.Strategy == quotashare.LendAndBorrow && cfg.BorrowLimit < -1 {
-		return fmt.Errorf("resourceSharingConfiguration.borrowLimit: %d must be -1 (unlimited) or at least 0", cfg.BorrowLimit)
+	if cfg.Strategy == quotashare.LendAndBorrow && (cfg.BorrowLimit < -1 || cfg.BorrowLimit > MaxInstances) {
+		return fmt.Errorf("resourceSharingConfiguration.borrowLimit: %d must be -1 (unlimited) or from 0 to %d percent", cfg.BorrowLimit, MaxInstances)
 	}
-	if err := checkDemands("capacityLimits", cfg.Limits, true); err != nil {
+	return checkDemands("capacityLimits", cfg.Limits, true)
+}
+
+// SetShare creates a share or replaces its configuration. Lowering a limit below the
+// share's usage turns the excess into borrowed capacity, reclaimable by owners.
+func (s *Scheduler) SetShare(cfg Share) error {
+	if err := CheckShare(cfg); err != nil {
 		return err
 	}
 	cfg.Limits = slices.Clone(cfg.Limits)
@@ -331,10 +356,7 @@ func (s *Scheduler) newJob(j Job) (*job, error) {
 	if sh == nil {
 		return nil, fmt.Errorf("quotaShareName: quota share %s does not exist", j.Share)
 	}
-	if len(j.Need) == 0 {
-		return nil, fmt.Errorf("job %s: needs at least one instance", j.ID)
-	}
-	if err := checkDemands("need", j.Need, false); err != nil {
+	if err := CheckNeed(j.Need); err != nil {
 		return nil, err
 	}
 	nj := &job{id: j.ID, sh: sh, prio: j.Priority, submitted: j.SubmittedAt.UnixNano(), runnableSince: j.RunnableSince.UnixNano()}

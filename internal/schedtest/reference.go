@@ -66,6 +66,9 @@ func NewReference(cfg sched.Config) *Reference {
 
 // SetCapacity implements Core.
 func (r *Reference) SetCapacity(limits []quotashare.Demand) error {
+	if err := sched.CheckCapacity(limits); err != nil {
+		return err
+	}
 	r.capacity = map[string]int{}
 	for _, d := range limits {
 		r.capacity[d.InstanceType] = d.Count
@@ -75,8 +78,8 @@ func (r *Reference) SetCapacity(limits []quotashare.Demand) error {
 
 // SetShare implements Core.
 func (r *Reference) SetShare(cfg sched.Share) error {
-	if !cfg.Strategy.Valid() {
-		return fmt.Errorf("bad strategy %q", cfg.Strategy)
+	if err := sched.CheckShare(cfg); err != nil {
+		return err
 	}
 	sh := &refShare{cfg: cfg, limits: map[string]int{}}
 	for _, d := range cfg.Limits {
@@ -102,8 +105,11 @@ func (r *Reference) RemoveShare(name string) error {
 
 // Submit implements Core.
 func (r *Reference) Submit(j sched.Job) error {
-	if r.jobs[j.ID] != nil || r.shares[j.Share] == nil || len(j.Need) == 0 {
-		return fmt.Errorf("bad job %s", j.ID)
+	if err := sched.CheckNeed(j.Need); err != nil {
+		return err
+	}
+	if j.ID == "" || r.jobs[j.ID] != nil || r.shares[j.Share] == nil {
+		return fmt.Errorf("bad job %q", j.ID)
 	}
 	need := slices.Clone(j.Need)
 	sort.Slice(need, func(a, b int) bool { return need[a].InstanceType < need[b].InstanceType })
