@@ -64,8 +64,8 @@ func genShare(t *rapid.T, name string, types []string) sched.Share {
 		BorrowLimit:       rapid.SampledFrom([]int{-1, 0, 50, 100, 200}).Draw(t, name+".borrowLimit"),
 		InSharePreemption: rapid.Bool().Draw(t, name+".inShare"),
 	}
-	for _, ty := range types {
-		if rapid.SampledFrom([]bool{true, true, true, false}).Draw(t, name+".has."+ty) {
+	for i, ty := range types {
+		if i == 0 || rapid.SampledFrom([]bool{true, true, true, false}).Draw(t, name+".has."+ty) {
 			sh.Limits = append(sh.Limits, quotashare.Demand{InstanceType: ty, Count: rapid.SampledFrom([]int{1, 2, 2, 3, 4, 0}).Draw(t, name+".limit."+ty)})
 		}
 	}

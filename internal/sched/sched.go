@@ -38,6 +38,8 @@ type Config struct {
 	// its phases (like Slurm's bf_max_job_test). Jobs further back keep their place and
 	// are reported as queued behind. Zero means 1000.
 	BackfillDepth int
+	// MaxShares is how many quota shares the queue may have. Zero means AWS's 20.
+	MaxShares int
 }
 
 // Share is the configuration of one quota share.
@@ -152,6 +154,9 @@ func New(cfg Config) *Scheduler {
 	if cfg.BackfillDepth <= 0 {
 		cfg.BackfillDepth = 1000
 	}
+	if cfg.MaxShares <= 0 {
+		cfg.MaxShares = 20
+	}
 	return &Scheduler{cfg: cfg, types: map[string]int{}, shares: map[string]*share{}, jobs: map[string]*job{}}
 }
 
@@ -252,7 +257,9 @@ const MaxInstances = 1_000_000
 
 // CheckCapacity validates an environment's capacity limits: one per instance type, none
 // negative.
-func CheckCapacity(limits []quotashare.Demand) error { return checkDemands("capacityLimits", limits, true) }
+func CheckCapacity(limits []quotashare.Demand) error {
+	return checkDemands("capacityLimits", limits, true)
+}
 
 // CheckNeed validates what a job needs: at least one instance type, each once, with a
 // positive count.
@@ -294,8 +301,14 @@ func CheckShare(cfg Share) error {
 	if cfg.Strategy == quotashare.LendAndBorrow && (cfg.BorrowLimit < -1 || cfg.BorrowLimit > MaxInstances) {
 		return fmt.Errorf("resourceSharingConfiguration.borrowLimit: %d must be -1 (unlimited) or from 0 to %d percent", cfg.BorrowLimit, MaxInstances)
 	}
+	if len(cfg.Limits) < 1 || len(cfg.Limits) > MaxShareLimits {
+		return fmt.Errorf("capacityLimits: a quota share has 1 to %d limits, one per instance type; got %d", MaxShareLimits, len(cfg.Limits))
+	}
 	return checkDemands("capacityLimits", cfg.Limits, true)
 }
+
+// MaxShareLimits is how many instance-type limits a quota share may have (AWS's number).
+const MaxShareLimits = 5
 
 // SetShare creates a share or replaces its configuration. Lowering a limit below the
 // share's usage turns the excess into borrowed capacity, reclaimable by owners.
@@ -305,6 +318,9 @@ func (s *Scheduler) SetShare(cfg Share) error {
 	}
 	cfg.Limits = slices.Clone(cfg.Limits)
 	sh := s.shares[cfg.Name]
+	if sh == nil && len(s.shares) >= s.cfg.MaxShares {
+		return fmt.Errorf("quotaShareName: the job queue already has %d quota shares, the most it may have", s.cfg.MaxShares)
+	}
 	if sh == nil {
 		sh = &share{cfg: cfg, queue: newTreap(queueKeyOf, queueOrder), all: newTreap(victimKeyOf, victimOrder)}
 		s.shares[cfg.Name] = sh

@@ -11,7 +11,7 @@ import (
 // BenchmarkReclaimVictims: choosing victims for a reclaim of 50 instances among 10,000
 // active attempts of 20 shares, all over their limits. Target: under 1 ms.
 func BenchmarkReclaimVictims(b *testing.B) {
-	s := New(Config{})
+	s := New(Config{MaxShares: 21})
 	const ty = "ml.g5.xlarge"
 	if err := s.SetCapacity([]quotashare.Demand{{InstanceType: ty, Count: 20_000}}); err != nil {
 		b.Fatal(err)

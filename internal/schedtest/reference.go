@@ -61,6 +61,9 @@ func NewReference(cfg sched.Config) *Reference {
 	if cfg.BackfillDepth <= 0 {
 		cfg.BackfillDepth = 1000
 	}
+	if cfg.MaxShares <= 0 {
+		cfg.MaxShares = 20
+	}
 	return &Reference{cfg: cfg, capacity: map[string]int{}, shares: map[string]*refShare{}, jobs: map[string]*refJob{}, heldBy: map[string]string{}}
 }
 
@@ -80,6 +83,9 @@ func (r *Reference) SetCapacity(limits []quotashare.Demand) error {
 func (r *Reference) SetShare(cfg sched.Share) error {
 	if err := sched.CheckShare(cfg); err != nil {
 		return err
+	}
+	if r.shares[cfg.Name] == nil && len(r.shares) >= r.cfg.MaxShares {
+		return fmt.Errorf("too many shares")
 	}
 	sh := &refShare{cfg: cfg, limits: map[string]int{}}
 	for _, d := range cfg.Limits {
