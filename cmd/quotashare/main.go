@@ -65,4 +65,3 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	return nil
 }
-

@@ -127,7 +127,7 @@ type share struct {
 	used     []int // U: held by active and stopping attempts
 	stopping []int // part of used held by stopping attempts
 	promised []int // needs of this share's earmarked jobs
-	queue    *treap[queueKey, *job]
+	queue    *btree[queueKey, *job]
 	actives  []*treap[victimKey, *job] // per type: active (not stopping) attempts holding it, victim order
 	all      *treap[victimKey, *job]   // all active attempts, victim order
 	heldBy   *job                      // overdue head the share held back for in the last pass
@@ -162,13 +162,16 @@ func New(cfg Config) *Scheduler {
 
 // queueKey orders a share's RUNNABLE jobs: priority high first, then submission time,
 // then id.
+//
+// The key is kept small (24 bytes), since the queue's nodes hold it inline: the id is
+// read through the job, which only equal priorities and submission times need.
 type queueKey struct {
-	prio      int
+	prio      int32
 	submitted int64
-	id        string
+	j         *job
 }
 
-func queueKeyOf(j *job) queueKey { return queueKey{j.prio, j.submitted, j.id} }
+func queueKeyOf(j *job) queueKey { return queueKey{int32(j.prio), j.submitted, j} }
 
 func queueOrder(a, b queueKey) int {
 	if a.prio != b.prio {
@@ -177,7 +180,10 @@ func queueOrder(a, b queueKey) int {
 	if a.submitted != b.submitted {
 		return cmp.Compare(a.submitted, b.submitted)
 	}
-	return cmp.Compare(a.id, b.id)
+	if a.j == b.j {
+		return 0
+	}
+	return cmp.Compare(a.j.id, b.j.id)
 }
 
 // fifoOrder: submission time, then id (idleResourceAssignmentStrategy FIFO).
@@ -261,6 +267,14 @@ func CheckCapacity(limits []quotashare.Demand) error {
 	return checkDemands("capacityLimits", limits, true)
 }
 
+// CheckPriority validates a schedulingPriority: 0 to 9999.
+func CheckPriority(p int) error {
+	if p < quotashare.MinPriority || p > quotashare.MaxPriority {
+		return fmt.Errorf("schedulingPriority: %d must be from %d to %d", p, quotashare.MinPriority, quotashare.MaxPriority)
+	}
+	return nil
+}
+
 // CheckNeed validates what a job needs: at least one instance type, each once, with a
 // positive count.
 func CheckNeed(need []quotashare.Demand) error {
@@ -322,7 +336,7 @@ func (s *Scheduler) SetShare(cfg Share) error {
 		return fmt.Errorf("quotaShareName: the job queue already has %d quota shares, the most it may have", s.cfg.MaxShares)
 	}
 	if sh == nil {
-		sh = &share{cfg: cfg, queue: newTreap(queueKeyOf, queueOrder), all: newTreap(victimKeyOf, victimOrder)}
+		sh = &share{cfg: cfg, queue: newBTree(queueKeyOf, queueOrder), all: newTreap(victimKeyOf, victimOrder)}
 		s.shares[cfg.Name] = sh
 		s.order = append(s.order, sh)
 		slices.SortFunc(s.order, func(a, b *share) int { return cmp.Compare(a.cfg.Name, b.cfg.Name) })
@@ -364,6 +378,9 @@ func (s *Scheduler) RemoveShare(name string) error {
 func (s *Scheduler) newJob(j Job) (*job, error) {
 	if j.ID == "" {
 		return nil, fmt.Errorf("jobId: must not be empty")
+	}
+	if err := CheckPriority(j.Priority); err != nil {
+		return nil, err
 	}
 	if _, dup := s.jobs[j.ID]; dup {
 		return nil, fmt.Errorf("job %s is already known to the scheduler", j.ID)
@@ -487,6 +504,9 @@ func (s *Scheduler) lookup(id string) (*job, error) {
 func (s *Scheduler) SetPriority(id string, priority int) error {
 	j, err := s.lookup(id)
 	if err != nil {
+		return err
+	}
+	if err := CheckPriority(priority); err != nil {
 		return err
 	}
 	if j.prio == priority {

@@ -8,14 +8,42 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestTreap compares the treap with a sorted slice over random inserts and deletes
-// (including deletes of absent items), checking order, successor and rank.
+// orderedSet is what the scheduler needs of its ordered sets.
+type orderedSet[T any] interface {
+	Insert(T)
+	Delete(T) bool
+	Len() int
+	Min() (T, bool)
+	After(T) (T, bool)
+	AscendAfter(T, func(T) bool)
+	Ascend(func(T) bool)
+	Rank(T) int
+}
+
+var (
+	_ orderedSet[int] = (*treap[int, int])(nil)
+	_ orderedSet[int] = (*btree[int, int])(nil)
+)
+
+// TestTreap and TestBTree compare each ordered set with a sorted slice over random
+// inserts and deletes (including deletes of absent items), checking order, successor and
+// rank.
 func TestTreap(t *testing.T) {
+	testOrderedSet(t, func() orderedSet[int] { return newTreap(func(x int) int { return x }, cmp.Compare[int]) }, 60)
+}
+
+func TestBTree(t *testing.T) {
+	// A wide key range and many operations, so nodes split, empty, merge and the root
+	// grows and shrinks.
+	testOrderedSet(t, func() orderedSet[int] { return newBTree(func(x int) int { return x }, cmp.Compare[int]) }, 3000)
+}
+
+func testOrderedSet(t *testing.T, newSet func() orderedSet[int], keys int) {
 	rapid.Check(t, func(t *rapid.T) {
-		tr := newTreap(func(x int) int { return x }, cmp.Compare[int])
+		tr := newSet()
 		var model []int
-		for i := range rapid.IntRange(0, 300).Draw(t, "ops") {
-			x := rapid.IntRange(0, 60).Draw(t, "x")
+		for i := range rapid.IntRange(0, 5*keys).Draw(t, "ops") {
+			x := rapid.IntRange(0, keys).Draw(t, "x")
 			at, found := slices.BinarySearch(model, x)
 			if rapid.Bool().Draw(t, "insert") && !found {
 				tr.Insert(x)
@@ -34,7 +62,7 @@ func TestTreap(t *testing.T) {
 		if !slices.Equal(got, model) {
 			t.Fatalf("in order %v, want %v", got, model)
 		}
-		for x := -1; x <= 61; x++ {
+		for x := -1; x <= keys+1; x++ {
 			at, _ := slices.BinarySearch(model, x)
 			if r := tr.Rank(x); r != at {
 				t.Fatalf("Rank(%d) = %d, want %d", x, r, at)

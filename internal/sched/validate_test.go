@@ -37,6 +37,8 @@ func TestValidation(t *testing.T) {
 		{"job share", s.Submit(sched.Job{ID: "j", Share: "zz", Need: g5(1)}), "quota share zz does not exist"},
 		{"job need", s.Submit(sched.Job{ID: "j", Share: "a"}), "resourceConfig: the job needs at least one instance"},
 		{"job zero", s.Submit(sched.Job{ID: "j", Share: "a", Need: g5(0)}), "must be positive"},
+		{"job priority", s.Submit(sched.Job{ID: "j", Share: "a", Need: g5(1), Priority: 10000}), "schedulingPriority: 10000 must be from 0 to 9999"},
+		{"new priority", s.SetPriority("nobody", 1), "job nobody is not known"},
 	} {
 		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, tc.err, tc.want)

@@ -114,6 +114,9 @@ func (r *Reference) Submit(j sched.Job) error {
 	if err := sched.CheckNeed(j.Need); err != nil {
 		return err
 	}
+	if err := sched.CheckPriority(j.Priority); err != nil {
+		return err
+	}
 	if j.ID == "" || r.jobs[j.ID] != nil || r.shares[j.Share] == nil {
 		return fmt.Errorf("bad job %q", j.ID)
 	}
@@ -133,6 +136,9 @@ func (r *Reference) SetPriority(id string, p int) error {
 	j := r.jobs[id]
 	if j == nil {
 		return fmt.Errorf("no job %s", id)
+	}
+	if err := sched.CheckPriority(p); err != nil {
+		return err
 	}
 	j.prio = p
 	return nil
