@@ -3,7 +3,6 @@ package schedtest
 import (
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/sched"
@@ -77,21 +76,11 @@ func (l *Ledger) U(share, t string, live bool) int {
 }
 
 func (l *Ledger) types() []string {
-	seen := map[string]bool{}
-	for t := range l.Capacity {
-		seen[t] = true
-	}
+	var ds [][]quotashare.Demand
 	for _, j := range l.Jobs {
-		for _, d := range j.Need {
-			seen[d.InstanceType] = true
-		}
+		ds = append(ds, j.Need)
 	}
-	var ts []string
-	for t := range seen {
-		ts = append(ts, t)
-	}
-	sort.Strings(ts)
-	return ts
+	return sortedTypes(l.Capacity, ds)
 }
 
 func (l *Ledger) misconfigured(j *LedgerJob) bool {

@@ -268,21 +268,28 @@ func (r *Reference) shareNames() []string {
 }
 
 func (r *Reference) types() []string {
-	seen := map[string]bool{}
-	for t := range r.capacity {
-		seen[t] = true
-	}
+	var ds [][]quotashare.Demand
 	for _, sh := range r.shares {
-		for t := range sh.limits {
-			seen[t] = true
-		}
+		ds = append(ds, sh.cfg.Limits)
 	}
 	for _, j := range r.jobs {
-		for _, d := range j.need {
+		ds = append(ds, j.need)
+	}
+	return sortedTypes(r.capacity, ds)
+}
+
+// sortedTypes returns the instance types named by capacity and by the demand lists, by name.
+func sortedTypes(capacity map[string]int, lists [][]quotashare.Demand) []string {
+	seen := map[string]bool{}
+	for t := range capacity {
+		seen[t] = true
+	}
+	for _, ds := range lists {
+		for _, d := range ds {
 			seen[d.InstanceType] = true
 		}
 	}
-	var ts []string
+	ts := make([]string, 0, len(seen))
 	for t := range seen {
 		ts = append(ts, t)
 	}
