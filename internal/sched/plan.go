@@ -78,9 +78,8 @@ type pass struct {
 	avail    []int // capacity free for ordinary starts: free minus what earmarks reserve
 	plan     Plan
 	examined []*job
-	scanned  []int // per share: jobs examined in the current phase
-	cursor   []*job
-	buf      [][]*job // per share: the jobs after the cursor, read ahead from the queue
+	scanned  []int    // per share: jobs examined in the current phase
+	buf      [][]*job // per share: the jobs after the one last visited, read ahead from the queue
 	done     []bool
 	version  int // counts decisions; eligibility is rechecked only after one
 }
@@ -88,7 +87,6 @@ type pass struct {
 // Plan runs one scheduling pass at time now and assumes its decisions (see the package doc).
 func (s *Scheduler) Plan(now time.Time) Plan {
 	s.pass++
-	s.lastNow = now.UnixNano()
 	p := &pass{s: s, now: now.UnixNano()}
 	p.shrinkEnvironment()
 	p.avail = make([]int, len(s.capacity))
@@ -210,7 +208,6 @@ func (p *pass) start(j *job) {
 func (p *pass) scan(eligible func(*share) bool, visit func(*job) bool) {
 	s := p.s
 	n := len(s.order)
-	p.cursor = make([]*job, n)
 	p.buf = make([][]*job, n)
 	p.scanned = make([]int, n)
 	p.done = make([]bool, n)

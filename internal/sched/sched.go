@@ -146,7 +146,6 @@ type Scheduler struct {
 	jobs      map[string]*job
 	earmarks  []*earmark
 	pass      uint32
-	lastNow   int64
 }
 
 // New returns an empty Scheduler.
