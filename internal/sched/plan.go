@@ -78,10 +78,8 @@ type pass struct {
 	avail    []int // capacity free for ordinary starts: free minus what earmarks reserve
 	plan     Plan
 	examined []*job
-	scanned  []int    // per share: jobs examined in the current phase
 	buf      [][]*job // per share: the jobs after the one last visited, read ahead from the queue
-	done     []bool
-	version  int // counts decisions; eligibility is rechecked only after one
+	version  int      // counts decisions; eligibility is rechecked only after one
 }
 
 // Plan runs one scheduling pass at time now and assumes its decisions (see the package doc).
@@ -209,17 +207,17 @@ func (p *pass) scan(eligible func(*share) bool, visit func(*job) bool) {
 	s := p.s
 	n := len(s.order)
 	p.buf = make([][]*job, n)
-	p.scanned = make([]int, n)
-	p.done = make([]bool, n)
+	scanned := make([]int, n) // per share: jobs examined in this phase
+	done := make([]bool, n)
 	head := make([]*job, n)
 	for i, sh := range s.order {
 		if !eligible(sh) {
-			p.done[i] = true
+			done[i] = true
 			continue
 		}
 		head[i], _ = sh.queue.Min()
 		if head[i] == nil {
-			p.done[i] = true
+			done[i] = true
 		}
 	}
 	overdue := func(j *job) bool {
@@ -233,7 +231,7 @@ func (p *pass) scan(eligible func(*share) bool, visit func(*job) bool) {
 	for {
 		best := -1
 		for i := range head {
-			if p.done[i] {
+			if done[i] {
 				continue
 			}
 			if best < 0 || fifoOrder(head[i], head[best]) < 0 {
@@ -245,7 +243,7 @@ func (p *pass) scan(eligible func(*share) bool, visit func(*job) bool) {
 		}
 		sh, j := s.order[best], head[best]
 		next, ok := p.next(best, sh, j)
-		p.scanned[best]++
+		scanned[best]++
 		p.mark(j)
 		cont := visit(j)
 		if !firstLive[best] && !s.neverFits(j) {
@@ -255,14 +253,14 @@ func (p *pass) scan(eligible func(*share) bool, visit func(*job) bool) {
 				cont = false
 			}
 		}
-		if !cont || !ok || p.scanned[best] >= s.cfg.BackfillDepth {
-			p.done[best] = true
+		if !cont || !ok || scanned[best] >= s.cfg.BackfillDepth {
+			done[best] = true
 			continue
 		}
 		if checked[best] != p.version {
 			checked[best] = p.version
 			if !eligible(sh) {
-				p.done[best] = true
+				done[best] = true
 				continue
 			}
 		}
