@@ -13,6 +13,7 @@ import (
 // the reference: neither may panic, and they must tell the same story.
 func FuzzScenario(f *testing.F) {
 	files, _ := filepath.Glob("testdata/scenarios/*.txt")
+	files = append(files, "../../examples/three-projects.txt")
 	for _, file := range files {
 		b, err := os.ReadFile(file)
 		if err != nil {

@@ -20,14 +20,17 @@ var errorLines = regexp.MustCompile(`(?m)^  error: .*$`)
 
 var update = flag.Bool("update", false, "rewrite the golden files of the scenario tests")
 
-// TestScenarios runs every testdata/scenarios/*.txt script on the scheduler and compares
-// the transcript with the .golden file beside it. The reference scheduler must produce the
-// same transcript. Run with -update to rewrite the golden files, then read the diff.
+// TestScenarios runs every testdata/scenarios/*.txt script, and the README's example, on
+// the scheduler and compares the transcript with its testdata/scenarios/NAME.golden file.
+// The reference scheduler must produce the same transcript. Run with -update to rewrite
+// the golden files, then read the diff.
 func TestScenarios(t *testing.T) {
 	files, err := filepath.Glob("testdata/scenarios/*.txt")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios: %v", err)
 	}
+	// The README's example is a scenario too; its golden file lives with the others.
+	files = append(files, "../../examples/three-projects.txt")
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".txt")
 		t.Run(name, func(t *testing.T) {
@@ -43,7 +46,7 @@ func TestScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, got)
 			}
-			golden := strings.TrimSuffix(file, ".txt") + ".golden"
+			golden := filepath.Join("testdata/scenarios", name+".golden")
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 					t.Fatal(err)
