@@ -1,8 +1,9 @@
 package sched
 
-// treap is an ordered set with O(log n) insert, delete, successor and rank. The node
-// priorities come from a xorshift generator owned by the treap, so two schedulers fed the
-// same events build the same trees (no global randomness, SPEC invariant 8).
+// treap is an ordered set with O(log n) insert, delete and successor, used for the small
+// sets of active attempts in victim order. The node priorities come from a xorshift
+// generator owned by the treap, so two schedulers fed the same events build the same trees
+// (no global randomness, SPEC invariant 8).
 //
 // Each node keeps a copy of its item's sort key, so a descent compares keys held in the
 // nodes instead of following a pointer per comparison. An item's key must not change while
@@ -12,6 +13,7 @@ type treap[K, T any] struct {
 	cmp   func(a, b K) int
 	keyOf func(T) K
 	rng   uint64
+	n     int
 }
 
 type tnode[K, T any] struct {
@@ -19,7 +21,6 @@ type tnode[K, T any] struct {
 	item        T
 	left, right *tnode[K, T]
 	pri         uint32
-	size        int32
 }
 
 func newTreap[K, T any](keyOf func(T) K, cmp func(a, b K) int) *treap[K, T] {
@@ -33,17 +34,8 @@ func (t *treap[K, T]) next() uint32 {
 	return uint32(t.rng >> 32)
 }
 
-func size[K, T any](n *tnode[K, T]) int32 {
-	if n == nil {
-		return 0
-	}
-	return n.size
-}
-
-func (n *tnode[K, T]) fix() { n.size = 1 + size(n.left) + size(n.right) }
-
 // Len returns the number of items.
-func (t *treap[K, T]) Len() int { return int(size(t.root)) }
+func (t *treap[K, T]) Len() int { return t.n }
 
 // split divides n into the items less than key (l) and the rest (r).
 func (t *treap[K, T]) split(n *tnode[K, T], key K) (l, r *tnode[K, T]) {
@@ -52,11 +44,9 @@ func (t *treap[K, T]) split(n *tnode[K, T], key K) (l, r *tnode[K, T]) {
 	}
 	if t.cmp(n.key, key) < 0 {
 		n.right, r = t.split(n.right, key)
-		n.fix()
 		return n, r
 	}
 	l, n.left = t.split(n.left, key)
-	n.fix()
 	return l, n
 }
 
@@ -69,35 +59,30 @@ func merge[K, T any](l, r *tnode[K, T]) *tnode[K, T] {
 	}
 	if l.pri > r.pri {
 		l.right = merge(l.right, r)
-		l.fix()
 		return l
 	}
 	r.left = merge(l, r.left)
-	r.fix()
 	return r
 }
 
-// Insert adds item; an item comparing equal to one present is a caller bug.
+// Insert adds item; an item whose key equals one present is a caller bug.
 func (t *treap[K, T]) Insert(item T) {
-	nn := &tnode[K, T]{key: t.keyOf(item), item: item, pri: t.next(), size: 1}
+	nn := &tnode[K, T]{key: t.keyOf(item), item: item, pri: t.next()}
 	// Descend while the existing nodes have higher priority, then split there.
 	link := &t.root
 	for *link != nil && (*link).pri > nn.pri {
-		n := *link
-		n.size++
-		if t.cmp(nn.key, n.key) < 0 {
-			link = &n.left
+		if t.cmp(nn.key, (*link).key) < 0 {
+			link = &(*link).left
 		} else {
-			link = &n.right
+			link = &(*link).right
 		}
 	}
 	nn.left, nn.right = t.split(*link, nn.key)
-	nn.fix()
 	*link = nn
+	t.n++
 }
 
 // Delete removes the item whose key equals item's and reports whether it was there.
-// Sizes are decremented on the way down, and restored in the rare case of a miss.
 func (t *treap[K, T]) Delete(item T) bool {
 	key := t.keyOf(item)
 	link := &t.root
@@ -106,21 +91,13 @@ func (t *treap[K, T]) Delete(item T) bool {
 		c := t.cmp(key, n.key)
 		if c == 0 {
 			*link = merge(n.left, n.right)
+			t.n--
 			return true
 		}
-		n.size--
 		if c < 0 {
 			link = &n.left
 		} else {
 			link = &n.right
-		}
-	}
-	for n := t.root; n != nil; {
-		n.size++
-		if t.cmp(key, n.key) < 0 {
-			n = n.left
-		} else {
-			n = n.right
 		}
 	}
 	return false
@@ -158,47 +135,12 @@ func (t *treap[K, T]) After(item T) (T, bool) {
 	return best.item, true
 }
 
-// Rank returns how many items are less than item.
-func (t *treap[K, T]) Rank(item T) int {
-	key := t.keyOf(item)
-	r := 0
-	for n := t.root; n != nil; {
-		if c := t.cmp(n.key, key); c <= 0 {
-			if c == 0 {
-				return r + int(size(n.left))
-			}
-			r += int(size(n.left)) + 1
-			n = n.right
-		} else {
-			n = n.left
-		}
-	}
-	return r
-}
-
 // Ascend calls fn on the items in order until fn returns false.
 func (t *treap[K, T]) Ascend(fn func(T) bool) {
 	var walk func(n *tnode[K, T]) bool
 	walk = func(n *tnode[K, T]) bool {
 		if n == nil {
 			return true
-		}
-		return walk(n.left) && fn(n.item) && walk(n.right)
-	}
-	walk(t.root)
-}
-
-// AscendAfter calls fn on the items greater than key, in order, until fn returns false:
-// one descent, then a step per item.
-func (t *treap[K, T]) AscendAfter(item T, fn func(T) bool) {
-	key := t.keyOf(item)
-	var walk func(n *tnode[K, T]) bool
-	walk = func(n *tnode[K, T]) bool {
-		if n == nil {
-			return true
-		}
-		if t.cmp(n.key, key) <= 0 {
-			return walk(n.right)
 		}
 		return walk(n.left) && fn(n.item) && walk(n.right)
 	}
