@@ -1,6 +1,6 @@
-// Command quotashare is the quotashare binary. Today it has one command, simulate, which
-// runs a scenario script through the scheduling core and prints every decision with its
-// reason; the server, the executors and the client commands are still to be built.
+// Command quotashare is the quotashare binary: serve runs the server (AWS Batch API,
+// SQLite store, local executor); simulate runs a scenario script through the scheduling
+// core and prints every decision with its reason.
 package main
 
 import (
@@ -14,7 +14,10 @@ import (
 	"github.com/quotashare/quotashare/internal/schedtest"
 )
 
-const usage = `usage: quotashare simulate [flags] SCRIPT
+const usage = `usage: quotashare serve [flags]
+       quotashare simulate [flags] SCRIPT
+
+serve runs the server; see quotashare serve --help.
 
 Runs SCRIPT (a scenario: capacity, shares, job submissions, scheduling passes; see
 examples/three-projects.txt) through the scheduling core and prints each decision:
@@ -36,8 +39,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
+	if args[0] == "serve" {
+		return serve(args[1:], stdout, stderr)
+	}
 	if args[0] != "simulate" {
-		return fmt.Errorf("unknown command %q: the only command so far is simulate (run quotashare --help)", args[0])
+		return fmt.Errorf("unknown command %q: the commands are serve and simulate (run quotashare --help)", args[0])
 	}
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)

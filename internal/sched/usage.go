@@ -80,3 +80,18 @@ func (s *Scheduler) typesByName() []int {
 	slices.SortFunc(byName, func(a, b int) int { return cmp.Compare(s.typeNames[a], s.typeNames[b]) })
 	return byName
 }
+
+// Front returns the ids of up to n RUNNABLE jobs of a share in queue order (priority,
+// then submission time, then id): the jobs its next pass looks at first.
+func (s *Scheduler) Front(share string, n int) []string {
+	sh := s.shares[share]
+	if sh == nil || n <= 0 {
+		return nil
+	}
+	out := make([]string, 0, min(n, sh.queue.Len()))
+	sh.queue.Ascend(func(j *job) bool {
+		out = append(out, j.id)
+		return len(out) < n
+	})
+	return out
+}

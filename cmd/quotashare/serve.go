@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/quotashare/quotashare/internal/server"
+)
+
+const serveUsage = `usage: quotashare serve [flags]
+
+Runs the quotashare server: the AWS Batch API (quota-management subset for SageMaker
+Training service jobs) on --addr, its state in an embedded SQLite database in --data, and
+the jobs as processes on this host. Point any AWS SDK at the printed URL.
+
+Example:
+  quotashare serve --example            # with AWS's three-project example, played out
+  quotashare serve --addr 127.0.0.1:8080 --data ./quotashare-data --gpus 0,1,2,3
+`
+
+func serve(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0: any free port)")
+	data := fs.String("data", "./quotashare-data", "data folder: the database, and each attempt's logs and outputs")
+	region := fs.String("region", "us-east-1", "region in ARNs")
+	account := fs.String("account-id", "000000000000", "account id in ARNs")
+	grace := fs.Duration("preemption-grace", 120*time.Second, "time between SIGTERM and SIGKILL when an attempt is stopped")
+	gpus := fs.String("gpus", "", "GPU ids of this host to hand out, e.g. 0,1,2,3 (default: detected with nvidia-smi; none: logical capacity)")
+	gpuTable := fs.String("gpu-table", "", "JSON file of instance type -> GPUs per instance, extending the built-in table")
+	example := fs.Bool("example", false, "create AWS's three-project example (queue three-projects) and play it out")
+	quiet := fs.Bool("quiet", false, "do not log scheduling decisions")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	if *grace < 0 {
+		return fmt.Errorf("--preemption-grace: %s must not be negative", *grace)
+	}
+	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace}
+	cfg.GPUs = splitList(*gpus)
+	if *gpus == "" {
+		cfg.GPUs = detectGPUs()
+	}
+	if *gpuTable != "" {
+		b, err := os.ReadFile(*gpuTable)
+		if err != nil {
+			return fmt.Errorf("--gpu-table: %w", err)
+		}
+		if err := json.Unmarshal(b, &cfg.GPUTable); err != nil {
+			return fmt.Errorf("--gpu-table %s: must be a JSON object of instance type to GPU count: %v", *gpuTable, err)
+		}
+	}
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(stdout, time.Now().Format("15:04:05 ")+format+"\n", a...)
+	}
+	if !*quiet {
+		cfg.Logf = logf
+	}
+	s, err := server.Start(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "quotashare listening on %s (data in %s)\n", s.URL, *data)
+	if len(cfg.GPUs) == 0 {
+		fmt.Fprintln(stdout, "no GPUs on this host (or none given with --gpus): capacity is logical, jobs run without GPUs")
+	} else {
+		fmt.Fprintf(stdout, "GPUs handed out to instances: %s\n", strings.Join(cfg.GPUs, ","))
+	}
+	if *example {
+		if err := server.ApplyExample(s.Engine()); err != nil {
+			s.Close()
+			return fmt.Errorf("example: %w", err)
+		}
+		go func() {
+			if err := server.RunExample(s.Engine(), func(m string) { logf("%s", m) }); err != nil {
+				logf("example: %v", err)
+			}
+		}()
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	fmt.Fprintln(stdout, "shutting down; running jobs keep running and are adopted at the next start")
+	return s.Close()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" && p != "none" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// detectGPUs asks nvidia-smi for this host's GPU indexes; none if it is missing.
+func detectGPUs() []string {
+	out, err := exec.Command("nvidia-smi", "--query-gpu=index", "--format=csv,noheader").Output()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return nil
+	}
+	return splitList(strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", ","))
+}

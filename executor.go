@@ -1,0 +1,66 @@
+package quotashare
+
+import "time"
+
+// AttemptSpec is what an executor needs to run one attempt of a job.
+type AttemptSpec struct {
+	JobID, JobName, AttemptID, Share string
+	// Payload is the job's SageMaker CreateTrainingJob request (JSON), as submitted.
+	Payload string
+	Need    []Demand
+	// Timeout bounds the attempt's run time (timeoutConfig and MaxRuntimeInSeconds, the
+	// smaller); zero means none.
+	Timeout time.Duration
+	// StartedAt is when the attempt was started, for Recover.
+	StartedAt time.Time
+	// Stopping is set, for Recover, on an attempt the server was stopping.
+	Stopping bool
+}
+
+// ReportState is what an executor reports of an attempt.
+type ReportState int
+
+// The attempt states an executor reports.
+const (
+	// AttemptRunning: every process of the attempt has been started.
+	AttemptRunning ReportState = iota + 1
+	// AttemptExited: every process of the attempt is gone.
+	AttemptExited
+)
+
+// Report is an executor's word about an attempt.
+type Report struct {
+	JobID, AttemptID string
+	State            ReportState
+	At               time.Time
+	// Success: every process exited 0 (AttemptExited only).
+	Success bool
+	// ExitCode is the first non-zero exit code, if a process exited with one.
+	ExitCode *int
+	// Reason is the statusReason text: what happened, with the exit code and the last
+	// lines of output.
+	Reason string
+	// Capacity marks an attempt that could not run for lack of capacity on the executor's
+	// side (no free GPUs): the job is requeued without using up a retry attempt.
+	Capacity bool
+}
+
+// Executor runs attempts: as processes on this host, or as Pods on a cluster. Every
+// method is idempotent for the same attempt id, so the server may repeat a call after a
+// restart. Reports go to the callback the executor was built with, from any goroutine.
+type Executor interface {
+	// Check says whether the executor can run the payload; the server calls it at submit
+	// and refuses the job with the error (a ClientException naming the field).
+	Check(payload string) error
+	// Start launches the attempt's processes.
+	Start(a AttemptSpec) error
+	// Stop asks the attempt's processes to stop: SIGTERM, then SIGKILL after the grace
+	// period. Capacity stays held until an AttemptExited report.
+	Stop(attemptID string) error
+	// Recover is called once at start-up with every attempt the store says holds
+	// capacity: the executor adopts those still running, and reports AttemptExited for
+	// those that ended while the server was down.
+	Recover(as []AttemptSpec) error
+	// Close stops watching attempts; it leaves their processes running.
+	Close() error
+}

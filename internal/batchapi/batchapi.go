@@ -1,0 +1,271 @@
+// Package batchapi serves the AWS Batch API (the quota-management subset for SageMaker
+// Training service jobs) over restJson1, exactly as the official SDKs send and expect it:
+// POST /v1/<operation> with a JSON body, and the tag operations on /v1/tags/{resourceArn}.
+// It translates wire shapes to the dispatch engine's calls and maps errors in one
+// function; it holds no state of its own.
+package batchapi
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/dispatch"
+)
+
+// MaxBody is the largest request body accepted: AWS allows 30 KiB for a request, whose
+// 10 KiB payload may grow when escaped inside a JSON string.
+const MaxBody = 64 * 1024
+
+// Handler serves the API from an engine.
+type Handler struct {
+	e   *dispatch.Engine
+	mux *http.ServeMux
+}
+
+// New returns the API handler for the engine.
+func New(e *dispatch.Engine) *Handler {
+	h := &Handler{e: e, mux: http.NewServeMux()}
+	ops := map[string]http.HandlerFunc{
+		"createschedulingpolicy":      op(h.createPolicy),
+		"updateschedulingpolicy":      op(h.updatePolicy),
+		"describeschedulingpolicies":  op(h.describePolicies),
+		"listschedulingpolicies":      op(h.listPolicies),
+		"deleteschedulingpolicy":      op(h.deletePolicy),
+		"createserviceenvironment":    op(h.createEnv),
+		"updateserviceenvironment":    op(h.updateEnv),
+		"describeserviceenvironments": op(h.describeEnvs),
+		"deleteserviceenvironment":    op(h.deleteEnv),
+		"createjobqueue":              op(h.createQueue),
+		"updatejobqueue":              op(h.updateQueue),
+		"describejobqueues":           op(h.describeQueues),
+		"deletejobqueue":              op(h.deleteQueue),
+		"createquotashare":            op(h.createShare),
+		"updatequotashare":            op(h.updateShare),
+		"describequotashare":          op(h.describeShare),
+		"listquotashares":             op(h.listShares),
+		"deletequotashare":            op(h.deleteShare),
+		"submitservicejob":            op(h.submit),
+		"describeservicejob":          op(h.describeJob),
+		"listservicejobs":             op(h.listJobs),
+		"updateservicejob":            op(h.updateJob),
+		"terminateservicejob":         op(h.terminateJob),
+		"getjobqueuesnapshot":         op(h.snapshot),
+	}
+	for name, fn := range ops {
+		h.mux.Handle("POST /v1/"+name, fn)
+	}
+	h.mux.HandleFunc("/v1/tags/", h.tags)
+	h.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, quotashare.Errorf(quotashare.Invalid, "%s %s: no such operation; quotashare serves the AWS Batch quota-management API", r.Method, r.URL.Path))
+	})
+	return h
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("x-amzn-RequestId", requestID())
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	h.mux.ServeHTTP(w, r)
+}
+
+func requestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// op adapts a typed operation to a handler: decode the body, call, encode the answer.
+func op[In any](fn func(in *In) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		in := new(In)
+		body, err := io.ReadAll(r.Body)
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, quotashare.Errorf(quotashare.Invalid, "request body: larger than the %d bytes allowed", MaxBody))
+			return
+		}
+		if err != nil {
+			writeError(w, quotashare.Errorf(quotashare.Invalid, "request body: %v", err))
+			return
+		}
+		if len(strings.TrimSpace(string(body))) > 0 {
+			if err := json.Unmarshal(body, in); err != nil {
+				writeError(w, quotashare.Errorf(quotashare.Invalid, "request body: %s", jsonError(err)))
+				return
+			}
+		}
+		out, err := fn(in)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+func jsonError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s: must be a JSON %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+	}
+	return "not valid JSON: " + err.Error()
+}
+
+func jsonKind(k string) string {
+	switch {
+	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "float"):
+		return "number"
+	case k == "ptr":
+		return "object"
+	case k == "slice":
+		return "array"
+	case k == "map", k == "struct":
+		return "object"
+	}
+	return k
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, fmt.Errorf("encoding the answer: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(b)
+}
+
+// writeError is the one place errors become answers: ClientException (400) for what the
+// caller can fix, ServerException (500) for our own faults.
+func writeError(w http.ResponseWriter, err error) {
+	typ, code := "ClientException", http.StatusBadRequest
+	if quotashare.KindOf(err) == quotashare.Internal {
+		typ, code = "ServerException", http.StatusInternalServerError
+	}
+	w.Header().Set("X-Amzn-ErrorType", typ)
+	writeJSON(w, code, map[string]string{"__type": typ, "message": err.Error()})
+}
+
+var empty = struct{}{}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func msp(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	v := t.UnixMilli()
+	return &v
+}
+
+func enabled(disabled bool) string {
+	if disabled {
+		return "DISABLED"
+	}
+	return "ENABLED"
+}
+
+func demands(field string, ls []capacityLimit) ([]quotashare.Demand, error) {
+	if ls == nil {
+		return nil, nil
+	}
+	out := make([]quotashare.Demand, 0, len(ls))
+	for i, l := range ls {
+		if l.MaxCapacity == nil {
+			return nil, quotashare.Errorf(quotashare.Invalid, "%s[%d].maxCapacity: is required", field, i)
+		}
+		out = append(out, quotashare.Demand{InstanceType: l.CapacityUnit, Count: *l.MaxCapacity})
+	}
+	return out, nil
+}
+
+func limitsOut(ds []quotashare.Demand) []capacityLimit {
+	out := make([]capacityLimit, 0, len(ds))
+	for _, d := range ds {
+		n := d.Count
+		out = append(out, capacityLimit{CapacityUnit: d.InstanceType, MaxCapacity: &n})
+	}
+	return out
+}
+
+// page validates maxResults and nextToken and returns the offset and the page size.
+func page(p pageIn) (int, int, error) {
+	size := 100
+	if p.MaxResults != nil {
+		if *p.MaxResults < 1 || *p.MaxResults > 100 {
+			return 0, 0, quotashare.Errorf(quotashare.Invalid, "maxResults: %d must be from 1 to 100", *p.MaxResults)
+		}
+		size = *p.MaxResults
+	}
+	if p.NextToken == "" {
+		return 0, size, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(p.NextToken)
+	off, err2 := strconv.Atoi(strings.TrimPrefix(string(b), "o:"))
+	if err != nil || err2 != nil || !strings.HasPrefix(string(b), "o:") || off < 0 {
+		return 0, 0, quotashare.Errorf(quotashare.Invalid, "nextToken: %q is not a token this server gave", p.NextToken)
+	}
+	return off, size, nil
+}
+
+// token encodes the offset to go on from; nil at the end, as the SDK paginators expect.
+func token(off int) *string {
+	if off <= 0 {
+		return nil
+	}
+	t := base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(off)))
+	return &t
+}
+
+// window cuts one page out of n items.
+func window(n, off, size int) (lo, hi int, next *string) {
+	lo = min(off, n)
+	hi = min(lo+size, n)
+	if hi < n {
+		next = token(hi)
+	}
+	return lo, hi, next
+}
+
+// ---- tags: /v1/tags/{resourceArn}, the ARN percent-encoded whole ----
+
+func (h *Handler) tags(w http.ResponseWriter, r *http.Request) {
+	raw := strings.TrimPrefix(r.URL.EscapedPath(), "/v1/tags/")
+	arn, err := url.PathUnescape(raw)
+	if err != nil || arn == "" {
+		writeError(w, quotashare.Errorf(quotashare.Invalid, "resourceArn: the path must end in the resource's ARN, percent-encoded"))
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		tags, err := h.e.Tags(arn)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if tags == nil {
+			tags = map[string]string{}
+		}
+		writeJSON(w, http.StatusOK, tagsIO{Tags: tags})
+	case http.MethodPost:
+		op(func(in *tagsIO) (any, error) { return empty, h.e.Tag(arn, in.Tags) })(w, r)
+	case http.MethodDelete:
+		if err := h.e.Untag(arn, r.URL.Query()["tagKeys"]); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, empty)
+	default:
+		writeError(w, quotashare.Errorf(quotashare.Invalid, "%s /v1/tags: use GET, POST or DELETE", r.Method))
+	}
+}

@@ -1,0 +1,505 @@
+package batchapi
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/dispatch"
+)
+
+// ---- scheduling policies ----
+
+func (h *Handler) createPolicy(in *createPolicyIn) (any, error) {
+	pin := dispatch.PolicyInput{Name: in.Name, QuotaShare: in.QuotaSharePolicy != nil, Fairshare: in.FairsharePolicy != nil, Tags: in.Tags}
+	if in.QuotaSharePolicy != nil {
+		pin.IdleStrategy = in.QuotaSharePolicy.IdleResourceAssignmentStrategy
+	}
+	p, err := h.e.CreatePolicy(pin)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"arn": p.ARN, "name": p.Name}, nil
+}
+
+func (h *Handler) updatePolicy(in *updatePolicyIn) (any, error) {
+	idle := ""
+	if in.QuotaSharePolicy != nil {
+		idle = in.QuotaSharePolicy.IdleResourceAssignmentStrategy
+	}
+	return empty, h.e.UpdatePolicy(in.ARN, in.QuotaSharePolicy != nil, in.FairsharePolicy != nil, idle)
+}
+
+func (h *Handler) describePolicies(in *arnsIn) (any, error) {
+	if len(in.ARNs) == 0 || len(in.ARNs) > 100 {
+		return nil, quotashare.Errorf(quotashare.Invalid, "arns: give 1 to 100 ARNs, got %d", len(in.ARNs))
+	}
+	out := []policyOut{}
+	for _, p := range h.e.DescribePolicies(in.ARNs) {
+		out = append(out, policyOut{ARN: p.ARN, Name: p.Name, QuotaSharePolicy: &quotaSharePolicy{p.IdleStrategy}, Tags: p.Tags})
+	}
+	return map[string]any{"schedulingPolicies": out}, nil
+}
+
+func (h *Handler) listPolicies(in *pageIn) (any, error) {
+	off, size, err := page(*in)
+	if err != nil {
+		return nil, err
+	}
+	arns := h.e.PolicyARNs()
+	lo, hi, next := window(len(arns), off, size)
+	out := []map[string]string{}
+	for _, a := range arns[lo:hi] {
+		out = append(out, map[string]string{"arn": a})
+	}
+	return map[string]any{"schedulingPolicies": out, "nextToken": next}, nil
+}
+
+func (h *Handler) deletePolicy(in *arnIn) (any, error) {
+	return empty, h.e.DeletePolicy(in.ARN)
+}
+
+// ---- service environments ----
+
+func (h *Handler) createEnv(in *envIn) (any, error) {
+	limits, err := demands("capacityLimits", in.CapacityLimits)
+	if err != nil {
+		return nil, err
+	}
+	v, err := h.e.CreateEnvironment(dispatch.EnvironmentInput{Name: in.ServiceEnvironmentName, Type: in.ServiceEnvironmentType,
+		State: in.State, Limits: limits, Tags: in.Tags})
+	if err != nil {
+		return nil, err
+	}
+	return envNameOut{v.Name, v.ARN}, nil
+}
+
+func (h *Handler) updateEnv(in *envUpdateIn) (any, error) {
+	limits, err := demands("capacityLimits", in.CapacityLimits)
+	if err != nil {
+		return nil, err
+	}
+	if in.ServiceEnvironment == "" {
+		return nil, quotashare.Errorf(quotashare.Invalid, "serviceEnvironment: is required")
+	}
+	v, err := h.e.UpdateEnvironment(in.ServiceEnvironment, in.State, limits)
+	if err != nil {
+		return nil, err
+	}
+	return envNameOut{v.Name, v.ARN}, nil
+}
+
+func (h *Handler) describeEnvs(in *envsIn) (any, error) {
+	off, size, err := page(in.pageIn)
+	if err != nil {
+		return nil, err
+	}
+	envs, err := h.e.DescribeEnvironments(in.ServiceEnvironments)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi, next := window(len(envs), off, size)
+	out := []envOut{}
+	for _, v := range envs[lo:hi] {
+		tags := v.Tags
+		if tags == nil {
+			tags = map[string]string{}
+		}
+		out = append(out, envOut{ServiceEnvironmentName: v.Name, ServiceEnvironmentArn: v.ARN, ServiceEnvironmentType: "SAGEMAKER_TRAINING",
+			State: enabled(v.Disabled), Status: "VALID", CapacityLimits: limitsOut(v.Limits), Tags: tags})
+	}
+	return map[string]any{"serviceEnvironments": out, "nextToken": next}, nil
+}
+
+func (h *Handler) deleteEnv(in *envRefIn) (any, error) {
+	if in.ServiceEnvironment == "" {
+		return nil, quotashare.Errorf(quotashare.Invalid, "serviceEnvironment: is required")
+	}
+	return empty, h.e.DeleteEnvironment(in.ServiceEnvironment)
+}
+
+// ---- job queues ----
+
+func queueInput(in *queueIn) dispatch.QueueInput {
+	q := dispatch.QueueInput{Name: in.JobQueueName, State: in.State, Type: in.JobQueueType, PolicyARN: in.SchedulingPolicyArn,
+		Priority: in.Priority, EnvOrderSet: in.ServiceEnvironmentOrder != nil, ComputeEnvironments: len(in.ComputeEnvironmentOrder), Tags: in.Tags}
+	for _, o := range in.ServiceEnvironmentOrder {
+		q.EnvOrder = append(q.EnvOrder, dispatch.EnvOrder{Order: o.Order, Environment: o.ServiceEnvironment})
+	}
+	if in.JobStateTimeLimitActions != nil {
+		q.TimeLimitActionsSet = true
+		for _, a := range *in.JobStateTimeLimitActions {
+			q.TimeLimitActions = append(q.TimeLimitActions, quotashare.TimeLimitAction(a))
+		}
+	}
+	return q
+}
+
+func (h *Handler) createQueue(in *queueIn) (any, error) {
+	q, err := h.e.CreateQueue(queueInput(in))
+	if err != nil {
+		return nil, err
+	}
+	return queueNameOut{q.Name, q.ARN}, nil
+}
+
+func (h *Handler) updateQueue(in *queueIn) (any, error) {
+	if in.JobQueue == "" {
+		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	}
+	q, err := h.e.UpdateQueue(in.JobQueue, queueInput(in))
+	if err != nil {
+		return nil, err
+	}
+	return queueNameOut{q.Name, q.ARN}, nil
+}
+
+func (h *Handler) describeQueues(in *queuesIn) (any, error) {
+	off, size, err := page(in.pageIn)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := h.e.DescribeQueues(in.JobQueues)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi, next := window(len(qs), off, size)
+	out := []queueOut{}
+	for _, q := range qs[lo:hi] {
+		o := queueOut{JobQueueName: q.Name, JobQueueArn: q.ARN, State: enabled(q.Disabled), Status: "VALID", StatusReason: "JobQueue Healthy",
+			Priority: q.Priority, SchedulingPolicyArn: q.PolicyARN, JobQueueType: "SAGEMAKER_TRAINING", ComputeEnvironmentOrder: []struct{}{},
+			ServiceEnvironmentOrder:  []envOrder{{Order: q.EnvironmentOrder, ServiceEnvironment: q.EnvironmentARN}},
+			JobStateTimeLimitActions: []timeLimitAction{}, Tags: q.Tags}
+		for _, a := range q.TimeLimitActions {
+			o.JobStateTimeLimitActions = append(o.JobStateTimeLimitActions, timeLimitAction(a))
+		}
+		if o.Tags == nil {
+			o.Tags = map[string]string{}
+		}
+		out = append(out, o)
+	}
+	return map[string]any{"jobQueues": out, "nextToken": next}, nil
+}
+
+func (h *Handler) deleteQueue(in *queueRefIn) (any, error) {
+	if in.JobQueue == "" {
+		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	}
+	return empty, h.e.DeleteQueue(in.JobQueue)
+}
+
+// ---- quota shares ----
+
+func shareInput(in *shareIn) (dispatch.ShareInput, error) {
+	limits, err := demands("capacityLimits", in.CapacityLimits)
+	if err != nil {
+		return dispatch.ShareInput{}, err
+	}
+	s := dispatch.ShareInput{Name: in.QuotaShareName, Queue: in.JobQueue, Limits: limits, State: in.State, Tags: in.Tags}
+	if rc := in.ResourceSharingConfiguration; rc != nil {
+		s.Strategy, s.BorrowLimit = quotashare.Strategy(rc.Strategy), rc.BorrowLimit
+		if rc.Strategy == "" {
+			return s, quotashare.Errorf(quotashare.Invalid, "resourceSharingConfiguration.strategy: is required (RESERVE, LEND or LEND_AND_BORROW)")
+		}
+	}
+	if pc := in.PreemptionConfiguration; pc != nil {
+		s.InSharePreemption = pc.InSharePreemption
+		if pc.InSharePreemption == "" {
+			return s, quotashare.Errorf(quotashare.Invalid, "preemptionConfiguration.inSharePreemption: is required (ENABLED or DISABLED)")
+		}
+	}
+	return s, nil
+}
+
+func shareOutOf(s quotashare.QuotaShare, tags bool) shareOut {
+	o := shareOut{QuotaShareName: s.Name, QuotaShareArn: s.ARN, JobQueueArn: s.QueueARN, CapacityLimits: limitsOut(s.Limits),
+		ResourceSharingConfiguration: sharingConfig{Strategy: string(s.Strategy)},
+		PreemptionConfiguration:      sharePreemption{InSharePreemption: enabled(!s.InSharePreemption)},
+		State:                        enabled(s.Disabled), Status: "VALID"}
+	if s.Strategy.Borrows() {
+		b := s.BorrowLimit
+		o.ResourceSharingConfiguration.BorrowLimit = &b
+	}
+	if s.Deleting {
+		o.Status = "DELETING"
+	}
+	if tags {
+		o.Tags = s.Tags
+		if o.Tags == nil {
+			o.Tags = map[string]string{}
+		}
+	}
+	return o
+}
+
+func (h *Handler) createShare(in *shareIn) (any, error) {
+	sin, err := shareInput(in)
+	if err != nil {
+		return nil, err
+	}
+	if in.JobQueue == "" {
+		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	}
+	s, err := h.e.CreateShare(sin)
+	if err != nil {
+		return nil, err
+	}
+	return shareNameOut{s.Name, s.ARN}, nil
+}
+
+func (h *Handler) shareARN(in *shareIn) (string, error) {
+	if in.QuotaShareArn == "" {
+		return "", quotashare.Errorf(quotashare.Invalid, "quotaShareArn: is required")
+	}
+	if !strings.Contains(in.QuotaShareArn, "/quota-share/") {
+		return "", quotashare.Errorf(quotashare.Invalid, "quotaShareArn: %q is not a quota share ARN (<job queue ARN>/quota-share/<name>)", in.QuotaShareArn)
+	}
+	return in.QuotaShareArn, nil
+}
+
+func (h *Handler) updateShare(in *shareIn) (any, error) {
+	arn, err := h.shareARN(in)
+	if err != nil {
+		return nil, err
+	}
+	sin, err := shareInput(in)
+	if err != nil {
+		return nil, err
+	}
+	s, err := h.e.UpdateShare(arn, sin)
+	if err != nil {
+		return nil, err
+	}
+	return shareNameOut{s.Name, s.ARN}, nil
+}
+
+func (h *Handler) describeShare(in *shareIn) (any, error) {
+	arn, err := h.shareARN(in)
+	if err != nil {
+		return nil, err
+	}
+	s, err := h.e.DescribeShare(arn)
+	if err != nil {
+		return nil, err
+	}
+	return shareOutOf(s, true), nil
+}
+
+func (h *Handler) listShares(in *listSharesIn) (any, error) {
+	if in.JobQueue == "" {
+		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	}
+	off, size, err := page(in.pageIn)
+	if err != nil {
+		return nil, err
+	}
+	shares, err := h.e.ListShares(in.JobQueue)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi, next := window(len(shares), off, size)
+	out := []shareOut{}
+	for _, s := range shares[lo:hi] {
+		out = append(out, shareOutOf(s, false))
+	}
+	return map[string]any{"quotaShares": out, "nextToken": next}, nil
+}
+
+func (h *Handler) deleteShare(in *shareIn) (any, error) {
+	arn, err := h.shareARN(in)
+	if err != nil {
+		return nil, err
+	}
+	return empty, h.e.DeleteShare(arn)
+}
+
+// ---- service jobs ----
+
+func (h *Handler) submit(in *submitIn) (any, error) {
+	jin := dispatch.JobInput{Name: in.JobName, Queue: in.JobQueue, Type: in.ServiceJobType, Payload: in.ServiceRequestPayload,
+		Share: in.QuotaShareName, ShareIdentifier: in.ShareIdentifier, Priority: in.SchedulingPriority, Tags: in.Tags, ClientToken: in.ClientToken}
+	if in.JobQueue == "" {
+		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	}
+	if in.ServiceRequestPayload == "" {
+		return nil, quotashare.Errorf(quotashare.Invalid, "serviceRequestPayload: is required")
+	}
+	if p := in.PreemptionConfiguration; p != nil {
+		jin.PreemptionRetries = p.PreemptionRetriesBeforeTermination
+	}
+	if t := in.TimeoutConfig; t != nil {
+		jin.TimeoutSeconds = t.AttemptDurationSeconds
+	}
+	if r := in.RetryStrategy; r != nil {
+		rs := &quotashare.RetryStrategy{Attempts: r.Attempts}
+		for _, e := range r.EvaluateOnExit {
+			rs.Rules = append(rs.Rules, quotashare.RetryRule{Action: strings.ToUpper(e.Action), OnStatusReason: e.OnStatusReason})
+		}
+		jin.Retry = rs
+	}
+	j, err := h.e.Submit(jin)
+	if err != nil {
+		return nil, err
+	}
+	return jobRefOut{JobArn: j.ARN, JobName: j.Name, JobId: j.ID}, nil
+}
+
+func (h *Handler) trainingJobARN(attempt string) *resourceID {
+	return &resourceID{Name: "TrainingJobArn", Value: h.e.TrainingJobARN(attempt)}
+}
+
+func (h *Handler) attemptOut(a quotashare.Attempt) attemptOut {
+	return attemptOut{ServiceResourceId: h.trainingJobARN(a.ID), StartedAt: msp(a.StartedAt), StoppedAt: msp(a.StoppedAt), StatusReason: a.StatusReason}
+}
+
+// jobOutOf renders a job; full adds what only DescribeServiceJob returns.
+func (h *Handler) jobOutOf(j quotashare.Job, full bool) jobOut {
+	o := jobOut{JobId: j.ID, JobName: j.Name, JobArn: j.ARN, ServiceJobType: "SAGEMAKER_TRAINING", Status: string(j.Status),
+		StatusReason: j.StatusReason, CreatedAt: ms(j.CreatedAt), StoppedAt: msp(j.StoppedAt), QuotaShareName: j.Share}
+	latest := j.Current
+	if latest == nil && len(j.Attempts) > 0 {
+		latest = &j.Attempts[len(j.Attempts)-1]
+	}
+	if latest != nil {
+		o.LatestAttempt = &latestAttempt{ServiceResourceId: h.trainingJobARN(latest.ID)}
+	}
+	if j.Current != nil {
+		o.ScheduledAt = msp(j.Current.ScheduledAt)
+		o.StartedAt = msp(j.Current.StartedAt)
+	} else if len(j.Attempts) > 0 {
+		a := j.Attempts[len(j.Attempts)-1]
+		o.ScheduledAt, o.StartedAt = msp(a.ScheduledAt), msp(a.StartedAt)
+	}
+	for _, d := range j.Need {
+		o.CapacityUsage = append(o.CapacityUsage, capacityUsage{CapacityUnit: d.InstanceType, Quantity: float64(d.Count)})
+	}
+	if !full {
+		return o
+	}
+	o.JobQueue = j.QueueARN
+	term := j.IsTerminated
+	o.IsTerminated = &term
+	prio := j.Priority
+	o.SchedulingPriority = &prio
+	o.ServiceRequestPayload = j.Payload
+	o.Tags = j.Tags
+	for _, a := range j.Attempts {
+		o.Attempts = append(o.Attempts, h.attemptOut(a))
+	}
+	if j.PreemptedCount > 0 {
+		ps := &preemptionSummary{PreemptedAttemptCount: j.PreemptedCount, RecentPreemptedAttempts: []attemptOut{}}
+		for _, a := range j.Preempted {
+			ps.RecentPreemptedAttempts = append(ps.RecentPreemptedAttempts, h.attemptOut(a))
+		}
+		o.PreemptionSummary = ps
+	}
+	if j.PreemptionRetries != nil {
+		o.PreemptionConfiguration = &jobPreemption{PreemptionRetriesBeforeTermination: j.PreemptionRetries}
+	}
+	if r := j.Retry; r != nil {
+		rs := &retryStrategy{Attempts: r.Attempts}
+		for _, rule := range r.Rules {
+			rs.EvaluateOnExit = append(rs.EvaluateOnExit, evaluateOnExit{Action: rule.Action, OnStatusReason: rule.OnStatusReason})
+		}
+		o.RetryStrategy = rs
+	}
+	if j.TimeoutSeconds > 0 {
+		t := j.TimeoutSeconds
+		o.TimeoutConfig = &timeoutConfig{AttemptDurationSeconds: &t}
+	}
+	return o
+}
+
+func (h *Handler) describeJob(in *jobIDIn) (any, error) {
+	j, err := h.e.Job(in.JobId)
+	if err != nil {
+		return nil, err
+	}
+	return h.jobOutOf(j, true), nil
+}
+
+var statuses = []quotashare.JobStatus{quotashare.Submitted, "PENDING", quotashare.Runnable, quotashare.Scheduled, quotashare.Starting,
+	quotashare.Running, quotashare.Succeeded, quotashare.Failed}
+
+func (h *Handler) listJobs(in *listJobsIn) (any, error) {
+	off, size, err := page(in.pageIn)
+	if err != nil {
+		return nil, err
+	}
+	f := dispatch.ListFilter{Queue: in.JobQueue, Status: quotashare.JobStatus(in.JobStatus)}
+	if in.JobStatus != "" && !slices.Contains(statuses, f.Status) {
+		return nil, quotashare.Errorf(quotashare.Invalid, "jobStatus: %q must be one of SUBMITTED, PENDING, RUNNABLE, SCHEDULED, STARTING, RUNNING, SUCCEEDED, FAILED", in.JobStatus)
+	}
+	switch len(in.Filters) {
+	case 0:
+	case 1:
+		// A filter other than QUOTA_SHARE_NAME returns every status (jobStatus is ignored).
+		f.Filter, f.Values = in.Filters[0].Name, in.Filters[0].Values
+	default:
+		return nil, quotashare.Errorf(quotashare.Invalid, "filters: only one filter can be used at a time; got %d", len(in.Filters))
+	}
+	jobs, next, err := h.e.ListJobs(f, off, size)
+	if err != nil {
+		return nil, err
+	}
+	out := []jobOut{}
+	for _, j := range jobs {
+		out = append(out, h.jobOutOf(j, false))
+	}
+	return map[string]any{"jobSummaryList": out, "nextToken": token(next)}, nil
+}
+
+func (h *Handler) updateJob(in *jobIDIn) (any, error) {
+	if in.SchedulingPriority == nil {
+		return nil, quotashare.Errorf(quotashare.Invalid, "schedulingPriority: is required")
+	}
+	j, err := h.e.SetPriority(in.JobId, *in.SchedulingPriority)
+	if err != nil {
+		return nil, err
+	}
+	return jobRefOut{JobArn: j.ARN, JobName: j.Name, JobId: j.ID}, nil
+}
+
+func (h *Handler) terminateJob(in *jobIDIn) (any, error) {
+	return empty, h.e.Terminate(in.JobId, in.Reason)
+}
+
+func (h *Handler) snapshot(in *queueRefIn) (any, error) {
+	if in.JobQueue == "" {
+		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	}
+	s, err := h.e.Snapshot(in.JobQueue)
+	if err != nil {
+		return nil, err
+	}
+	var o snapshotOut
+	at := ms(s.At)
+	o.FrontOfQueue.Jobs = []frontJob{}
+	for _, f := range s.Front {
+		o.FrontOfQueue.Jobs = append(o.FrontOfQueue.Jobs, frontJob{f.ARN, ms(f.Since)})
+	}
+	o.FrontOfQueue.LastUpdatedAt = at
+	o.FrontOfQuotaShares.QuotaShares = map[string][]frontJob{}
+	for _, name := range slices.Sorted(maps.Keys(s.ShareFront)) {
+		f := s.ShareFront[name]
+		o.FrontOfQuotaShares.QuotaShares[name] = []frontJob{{f.ARN, ms(f.Since)}}
+	}
+	o.FrontOfQuotaShares.LastUpdatedAt = at
+	o.QueueUtilization.TotalCapacityUsage = usage(s.Total)
+	o.QueueUtilization.QuotaShareUtilization.TopCapacityUtilization = []shareUtil{}
+	for _, u := range s.Shares {
+		o.QueueUtilization.QuotaShareUtilization.TopCapacityUtilization = append(o.QueueUtilization.QuotaShareUtilization.TopCapacityUtilization,
+			shareUtil{QuotaShareName: u.Share, CapacityUsage: usage(u.Use)})
+	}
+	o.QueueUtilization.LastUpdatedAt = at
+	return o, nil
+}
+
+func usage(ds []quotashare.Demand) []capacityUsage {
+	out := []capacityUsage{}
+	for _, d := range ds {
+		out = append(out, capacityUsage{CapacityUnit: d.InstanceType, Quantity: float64(d.Count)})
+	}
+	return out
+}

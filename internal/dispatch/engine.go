@@ -1,0 +1,722 @@
+// Package dispatch is the one place with goroutines and a clock: it holds the server's
+// state (resources and jobs) in memory, validates and applies every request, runs the
+// scheduling core (internal/sched) for each job queue, commits every change and decision
+// to the Store, and only then acts on the executor.
+//
+// Persist, then act. A request's change is answered once the batch holding it is durable
+// (group commit: a batch forms while the previous one is being written). A scheduling
+// decision is handed to the executor only after the batch holding it is durable; every
+// executor call is idempotent, so after a crash the server rebuilds its state from the
+// store and repeats what may not have been done.
+//
+// It imports the root vocabulary, the core and the payload decoder; it knows nothing of
+// HTTP, SQL or processes.
+package dispatch
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"log"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sched"
+)
+
+// Config configures an Engine.
+type Config struct {
+	Store quotashare.Store
+	// Region and Account go into ARNs (defaults us-east-1 and 000000000000).
+	Region, Account string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// NewID makes job ids (default: random UUIDs).
+	NewID func() string
+	// Sched tunes every queue's scheduler; Sched.MaxShares is the shares per queue (20).
+	Sched sched.Config
+	// Tick is how often every queue gets a scheduling pass even without events, for the
+	// head-of-line timeout and jobStateTimeLimitActions (default 1s).
+	Tick time.Duration
+	// Logf logs what an operator should know (default log.Printf).
+	Logf func(format string, args ...any)
+}
+
+// queueState is a job queue with its shares and scheduler.
+type queueState struct {
+	q      *quotashare.Queue
+	shares map[string]*quotashare.QuotaShare // by name
+	sched  *sched.Scheduler
+	jobs   []*quotashare.Job // every job ever submitted, in submission order
+	live   map[string]int    // unfinished jobs per share name
+	fresh  []*quotashare.Job // jobs made RUNNABLE since the last pass
+	dirty  bool              // needs a pass
+}
+
+type recKey struct{ kind, key string }
+
+// Engine is the server's state and its one writer. Its methods are safe for concurrent use.
+type Engine struct {
+	cfg Config
+
+	mu       sync.Mutex
+	policies map[string]*quotashare.SchedulingPolicy // by ARN
+	envs     map[string]*quotashare.Environment      // by ARN
+	queues   map[string]*queueState                  // by ARN
+	jobs     map[string]*quotashare.Job              // by id
+	tokens   map[string]string                       // clientToken -> job id
+	lastNow  time.Time
+
+	dirty   map[recKey]bool
+	actions []func(quotashare.Executor)
+	waiters []chan error
+	reports []quotashare.Report
+	broken  error
+
+	exec    quotashare.Executor
+	kick    chan struct{}
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+// Open loads the state from the store and rebuilds every queue's scheduler. The engine
+// does nothing until Run.
+func Open(cfg Config) (*Engine, error) {
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.Account == "" {
+		cfg.Account = "000000000000"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = newUUID
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = time.Second
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = log.Printf
+	}
+	e := &Engine{cfg: cfg,
+		policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
+		queues: map[string]*queueState{}, jobs: map[string]*quotashare.Job{}, tokens: map[string]string{},
+		dirty: map[recKey]bool{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	if err := e.load(); err != nil {
+		return nil, fmt.Errorf("loading the store: %w", err)
+	}
+	return e, nil
+}
+
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// The record kinds.
+const (
+	kindPolicy = "policy"
+	kindEnv    = "environment"
+	kindQueue  = "queue"
+	kindShare  = "share"
+	kindJob    = "job"
+)
+
+func (e *Engine) load() error {
+	var shares []*quotashare.QuotaShare
+	var jobs []*quotashare.Job
+	err := e.cfg.Store.Load(func(r quotashare.Record) error {
+		var err error
+		switch r.Kind {
+		case kindPolicy:
+			p := &quotashare.SchedulingPolicy{}
+			err = json.Unmarshal(r.Body, p)
+			e.policies[p.ARN] = p
+		case kindEnv:
+			v := &quotashare.Environment{}
+			err = json.Unmarshal(r.Body, v)
+			e.envs[v.ARN] = v
+		case kindQueue:
+			q := &quotashare.Queue{}
+			err = json.Unmarshal(r.Body, q)
+			e.queues[q.ARN] = &queueState{q: q, shares: map[string]*quotashare.QuotaShare{}, live: map[string]int{}}
+		case kindShare:
+			s := &quotashare.QuotaShare{}
+			err = json.Unmarshal(r.Body, s)
+			shares = append(shares, s)
+		case kindJob:
+			j := &quotashare.Job{}
+			err = json.Unmarshal(r.Body, j)
+			jobs = append(jobs, j)
+		default:
+			err = fmt.Errorf("unknown kind")
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", r.Kind, r.Key, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, qs := range e.queues {
+		qs.sched = sched.New(e.cfg.Sched)
+		if env := e.envs[qs.q.EnvironmentARN]; env != nil {
+			if err := qs.sched.SetCapacity(env.Limits); err != nil {
+				return fmt.Errorf("environment %s: %w", env.Name, err)
+			}
+		}
+	}
+	for _, s := range shares {
+		qs := e.queues[s.QueueARN]
+		if qs == nil {
+			return fmt.Errorf("share %s: its queue %s is missing", s.ARN, s.QueueARN)
+		}
+		qs.shares[s.Name] = s
+		if err := qs.sched.SetShare(schedShare(s)); err != nil {
+			return fmt.Errorf("share %s: %w", s.ARN, err)
+		}
+	}
+	slices.SortFunc(jobs, func(a, b *quotashare.Job) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	// Waiting jobs first, so that a stopping attempt finds the job its capacity is for.
+	for pass := 0; pass < 2; pass++ {
+		for _, j := range jobs {
+			if j.Status.Done() || (pass == 0) != (j.Current == nil) {
+				continue
+			}
+			qs := e.queues[j.QueueARN]
+			if qs == nil {
+				return fmt.Errorf("job %s: its queue %s is missing", j.ID, j.QueueARN)
+			}
+			var err error
+			if j.Current == nil {
+				err = qs.sched.Submit(schedJob(j))
+			} else {
+				err = qs.sched.RestoreActive(schedJob(j), sched.Active{StartedAt: j.Current.StartedAt,
+					Stopping: j.Current.Stop != "", StoppingFor: j.Current.StopFor})
+			}
+			if err != nil {
+				return fmt.Errorf("job %s: %w", j.ID, err)
+			}
+		}
+	}
+	for _, j := range jobs {
+		e.jobs[j.ID] = j
+		if j.ClientToken != "" {
+			e.tokens[j.ClientToken] = j.ID
+		}
+		qs := e.queues[j.QueueARN]
+		qs.jobs = append(qs.jobs, j)
+		if !j.Status.Done() {
+			qs.live[j.Share]++
+		}
+		if j.CreatedAt.After(e.lastNow) {
+			e.lastNow = j.CreatedAt
+		}
+	}
+	for _, qs := range e.queues {
+		qs.dirty = true
+	}
+	return nil
+}
+
+func schedShare(s *quotashare.QuotaShare) sched.Share {
+	return sched.Share{Name: s.Name, Limits: s.Limits, Strategy: s.Strategy, BorrowLimit: s.BorrowLimit,
+		InSharePreemption: s.InSharePreemption, Disabled: s.Disabled}
+}
+
+func schedJob(j *quotashare.Job) sched.Job {
+	return sched.Job{ID: j.ID, Share: j.Share, Priority: j.Priority, Need: j.Need, SubmittedAt: j.CreatedAt, RunnableSince: j.RunnableSince}
+}
+
+// Run hands the engine its executor, recovers the attempts that hold capacity (the
+// executor adopts live ones and reports dead ones), and starts the committer. It returns
+// at once.
+func (e *Engine) Run(x quotashare.Executor) error {
+	e.mu.Lock()
+	e.exec = x
+	var specs []quotashare.AttemptSpec
+	for _, j := range e.jobs {
+		if j.Current != nil {
+			specs = append(specs, e.spec(j))
+		}
+	}
+	e.mu.Unlock()
+	slices.SortFunc(specs, func(a, b quotashare.AttemptSpec) int { return cmp.Compare(a.AttemptID, b.AttemptID) })
+	if err := x.Recover(specs); err != nil {
+		return fmt.Errorf("recovering %d attempts: %w", len(specs), err)
+	}
+	go e.commitLoop()
+	e.poke()
+	return nil
+}
+
+// Close stops the committer after the batch in flight; requests after it fail.
+func (e *Engine) Close() {
+	select {
+	case <-e.stop:
+	default:
+		close(e.stop)
+	}
+	<-e.stopped
+}
+
+func (e *Engine) poke() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// now returns the clock's time, strictly after every earlier call, so that submission
+// times order jobs the way they arrived. Call it with e.mu held.
+func (e *Engine) now() time.Time {
+	t := e.cfg.Now()
+	if !t.After(e.lastNow) {
+		t = e.lastNow.Add(time.Nanosecond)
+	}
+	e.lastNow = t
+	return t
+}
+
+// write runs fn with the state locked; fn validates first and changes nothing when it
+// returns an error. When fn succeeds, write returns once its changes are durable.
+func (e *Engine) write(fn func(now time.Time) error) error {
+	e.mu.Lock()
+	if e.broken != nil {
+		e.mu.Unlock()
+		return quotashare.Errorf(quotashare.Internal, "the server cannot write to its store (%v); restart it", e.broken)
+	}
+	if err := fn(e.now()); err != nil {
+		e.mu.Unlock()
+		return err
+	}
+	ch := make(chan error, 1)
+	e.waiters = append(e.waiters, ch)
+	e.mu.Unlock()
+	e.poke()
+	return <-ch
+}
+
+// touch marks an object to be written in the next batch. Call it with e.mu held.
+func (e *Engine) touch(kind, key string) { e.dirty[recKey{kind, key}] = true }
+
+func (e *Engine) touchJob(j *quotashare.Job) { e.touch(kindJob, j.ID) }
+
+// act queues an executor call for after the next commit. Call it with e.mu held.
+func (e *Engine) act(fn func(quotashare.Executor)) { e.actions = append(e.actions, fn) }
+
+// Report is the executor's callback. It returns at once; the report is applied and
+// committed in the next batch.
+func (e *Engine) Report(r quotashare.Report) {
+	e.mu.Lock()
+	e.reports = append(e.reports, r)
+	e.mu.Unlock()
+	e.poke()
+}
+
+func (e *Engine) commitLoop() {
+	defer close(e.stopped)
+	tick := time.NewTicker(e.cfg.Tick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.stop:
+			e.cycle() // answer what is already in
+			return
+		case <-e.kick:
+		case <-tick.C:
+			e.mu.Lock()
+			for _, qs := range e.queues {
+				qs.dirty = true
+			}
+			e.mu.Unlock()
+		}
+		if !e.cycle() {
+			return
+		}
+	}
+}
+
+// cycle applies reports, runs the passes that are due, commits everything changed, and
+// then answers the waiting requests and calls the executor. It returns false once the
+// store has failed.
+func (e *Engine) cycle() bool {
+	e.mu.Lock()
+	if e.broken != nil {
+		e.mu.Unlock()
+		return false
+	}
+	now := e.now()
+	reports := e.reports
+	e.reports = nil
+	for _, r := range reports {
+		e.apply(r, now)
+	}
+	e.timeLimits(now)
+	for _, qs := range e.sortedQueues() {
+		if qs.dirty {
+			e.pass(qs, now)
+		}
+	}
+	batch := make([]quotashare.Record, 0, len(e.dirty))
+	for k := range e.dirty {
+		batch = append(batch, e.record(k))
+	}
+	clear(e.dirty)
+	waiters, actions := e.waiters, e.actions
+	e.waiters, e.actions = nil, nil
+	e.mu.Unlock()
+
+	err := e.cfg.Store.Commit(batch)
+	if err != nil {
+		// The memory now holds changes the store does not: stop writing. A restart
+		// rebuilds the state from what was committed.
+		e.mu.Lock()
+		e.broken = err
+		e.mu.Unlock()
+		e.cfg.Logf("quotashare: store commit failed, no more writes until restart: %v", err)
+		for _, w := range waiters {
+			w <- quotashare.Errorf(quotashare.Internal, "the change could not be stored: %v", err)
+		}
+		return false
+	}
+	for _, w := range waiters {
+		w <- nil
+	}
+	for _, a := range actions {
+		a(e.exec)
+	}
+	return true
+}
+
+func (e *Engine) record(k recKey) quotashare.Record {
+	var v any
+	switch k.kind {
+	case kindPolicy:
+		if p := e.policies[k.key]; p != nil {
+			v = p
+		}
+	case kindEnv:
+		if x := e.envs[k.key]; x != nil {
+			v = x
+		}
+	case kindQueue:
+		if qs := e.queues[k.key]; qs != nil {
+			v = qs.q
+		}
+	case kindShare:
+		if s := e.shareByARN(k.key); s != nil {
+			v = s
+		}
+	case kindJob:
+		if j := e.jobs[k.key]; j != nil {
+			v = j
+		}
+	}
+	r := quotashare.Record{Kind: k.kind, Key: k.key}
+	if v != nil {
+		b, err := json.Marshal(v)
+		if err != nil {
+			panic(fmt.Sprintf("marshal %s %s: %v", k.kind, k.key, err)) // our own types always marshal
+		}
+		r.Body = b
+	}
+	return r
+}
+
+func (e *Engine) sortedQueues() []*queueState {
+	qs := make([]*queueState, 0, len(e.queues))
+	for _, q := range e.queues {
+		qs = append(qs, q)
+	}
+	slices.SortFunc(qs, func(a, b *queueState) int { return cmp.Compare(a.q.Name, b.q.Name) })
+	return qs
+}
+
+// pass runs one scheduling pass for the queue and records its decisions.
+func (e *Engine) pass(qs *queueState, now time.Time) {
+	qs.dirty = false
+	if env := e.envs[qs.q.EnvironmentARN]; env == nil || env.Disabled {
+		for _, j := range qs.fresh {
+			if j.Status == quotashare.Runnable {
+				j.StatusReason = fmt.Sprintf("SERVICE_ENVIRONMENT_DISABLED - service environment %s is DISABLED: no job of queue %s is placed until it is enabled",
+					nameOf(qs.q.EnvironmentARN), qs.q.Name)
+				e.touchJob(j)
+			}
+		}
+		qs.fresh = qs.fresh[:0]
+		return
+	}
+	plan := qs.sched.Plan(now)
+	for _, st := range plan.Starts {
+		e.start(e.jobs[st.JobID], st, now)
+	}
+	for _, p := range plan.Preemptions {
+		e.preempt(e.jobs[p.JobID], p)
+	}
+	for _, w := range plan.Waiting {
+		j := e.jobs[w.JobID]
+		j.StatusReason = w.Reason.String()
+		e.touchJob(j)
+	}
+	for _, j := range qs.fresh {
+		if j.Status != quotashare.Runnable {
+			continue
+		}
+		if r, ok := qs.sched.Reason(j.ID); ok {
+			if s := r.String(); s != j.StatusReason {
+				j.StatusReason = s
+				e.touchJob(j)
+			}
+		}
+	}
+	qs.fresh = qs.fresh[:0]
+}
+
+// start records a decision to start a job and queues the executor's Start.
+func (e *Engine) start(j *quotashare.Job, st sched.Start, now time.Time) {
+	j.Seq++
+	a := &quotashare.Attempt{ID: fmt.Sprintf("%s-%d", j.ID, j.Seq), ScheduledAt: now, Borrowed: st.Borrowed}
+	j.Current = a
+	j.Status = quotashare.Scheduled
+	j.StatusReason = "SCHEDULED - capacity assigned in share " + j.Share + borrowText(st.Borrowed)
+	e.touchJob(j)
+	e.cfg.Logf("start    %s (%s, share %s, priority %d)%s", j.Name, j.ID, j.Share, j.Priority, borrowText(st.Borrowed))
+	spec := e.spec(j)
+	e.act(func(x quotashare.Executor) {
+		if err := x.Start(spec); err != nil {
+			e.Report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
+				At: e.cfg.Now(), Reason: "CannotStart: " + err.Error()})
+		}
+	})
+}
+
+func borrowText(b []quotashare.Demand) string {
+	if len(b) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, d := range b {
+		parts = append(parts, d.String())
+	}
+	return " (borrowing " + strings.Join(parts, ", ") + " of other shares' idle capacity)"
+}
+
+func (e *Engine) spec(j *quotashare.Job) quotashare.AttemptSpec {
+	s := quotashare.AttemptSpec{JobID: j.ID, JobName: j.Name, AttemptID: j.Current.ID, Share: j.Share,
+		Payload: j.Payload, Need: j.Need, StartedAt: j.Current.StartedAt, Stopping: j.Current.Stop != ""}
+	if j.TimeoutSeconds > 0 {
+		s.Timeout = time.Duration(j.TimeoutSeconds) * time.Second
+	}
+	return s
+}
+
+// preempt records a decision to stop an attempt and queues the executor's Stop.
+func (e *Engine) preempt(j *quotashare.Job, p sched.Preemption) {
+	a := j.Current
+	a.Stop, a.StopReason, a.StopFor = quotashare.StopPreempted, p.Reason, p.ForJob
+	j.StatusReason = "PREEMPTION_IN_PROGRESS: " + p.Reason
+	e.touchJob(j)
+	e.cfg.Logf("preempt  %s (%s, share %s, rule %s): %s", j.Name, j.ID, j.Share, p.Rule, p.Reason)
+	id := a.ID
+	e.act(func(x quotashare.Executor) { stopAttempt(e, x, id) })
+}
+
+func stopAttempt(e *Engine, x quotashare.Executor, id string) {
+	if err := x.Stop(id); err != nil {
+		e.cfg.Logf("quotashare: stopping attempt %s: %v (the executor retries on its next report)", id, err)
+	}
+}
+
+// apply applies an executor report. Call it with e.mu held.
+func (e *Engine) apply(r quotashare.Report, now time.Time) {
+	j := e.jobs[r.JobID]
+	if j == nil || j.Current == nil || j.Current.ID != r.AttemptID {
+		return // about an attempt that is over already: reports may repeat
+	}
+	a := j.Current
+	qs := e.queues[j.QueueARN]
+	at := r.At
+	if at.IsZero() {
+		at = now
+	}
+	switch r.State {
+	case quotashare.AttemptRunning:
+		if j.Status == quotashare.Scheduled || j.Status == quotashare.Starting {
+			j.Status = quotashare.Running
+			a.StartedAt = at
+			if a.Stop == "" {
+				j.StatusReason = "RUNNING - attempt " + a.ID + " in share " + j.Share + borrowText(a.Borrowed)
+			}
+			qs.sched.Running(j.ID, at)
+			e.touchJob(j)
+		}
+		return
+	case quotashare.AttemptExited:
+	default:
+		return
+	}
+	a.StoppedAt = at
+	a.ExitCode = r.ExitCode
+	j.Current = nil
+	qs.dirty = true
+	e.touchJob(j)
+	switch {
+	case a.Stop == quotashare.StopTerminated:
+		a.StatusReason = "Terminated: " + j.TerminateReason
+		j.Attempts = append(j.Attempts, *a)
+		e.finish(qs, j, quotashare.Failed, j.TerminateReason, now)
+	case a.Stop == quotashare.StopPreempted:
+		a.StatusReason = a.StopReason
+		j.Preempted = append([]quotashare.Attempt{*a}, j.Preempted[:min(len(j.Preempted), maxPreemptedShown-1)]...)
+		j.PreemptedCount++
+		if n := j.PreemptionRetries; n != nil && j.PreemptedCount > *n {
+			e.finish(qs, j, quotashare.Failed, fmt.Sprintf("Preempted %d time(s), more than preemptionRetriesBeforeTermination (%d) allows: %s",
+				j.PreemptedCount, *n, a.StopReason), now)
+			return
+		}
+		e.requeue(qs, j, "RUNNABLE - requeued after preemption: "+a.StopReason, now)
+	case r.Success:
+		a.StatusReason = r.Reason
+		j.Attempts = append(j.Attempts, *a)
+		e.finish(qs, j, quotashare.Succeeded, r.Reason, now)
+	case r.Capacity:
+		e.requeue(qs, j, "RUNNABLE - "+r.Reason+"; requeued without using up a retry attempt", now)
+	default:
+		a.StatusReason = r.Reason
+		j.Attempts = append(j.Attempts, *a)
+		if retry, why := shouldRetry(j, r.Reason); retry {
+			e.requeue(qs, j, fmt.Sprintf("RUNNABLE - retrying (attempt %d of %d failed: %s)", len(j.Attempts), attemptsAllowed(j), r.Reason), now)
+		} else {
+			e.finish(qs, j, quotashare.Failed, r.Reason+why, now)
+		}
+	}
+}
+
+// maxPreemptedShown is the window of recent preempted attempts a job keeps.
+const maxPreemptedShown = 10
+
+func attemptsAllowed(j *quotashare.Job) int {
+	if j.Retry == nil || j.Retry.Attempts < 1 {
+		return 1
+	}
+	return j.Retry.Attempts
+}
+
+// shouldRetry applies retryStrategy to a failed attempt: the first evaluateOnExit rule
+// whose pattern matches the reason decides; with none matching, the job is retried while
+// attempts remain (as AWS does for container jobs). The text says why not, when not.
+func shouldRetry(j *quotashare.Job, reason string) (bool, string) {
+	left := attemptsAllowed(j) - len(j.Attempts)
+	if j.Retry != nil {
+		for _, rule := range j.Retry.Rules {
+			if globMatch(rule.OnStatusReason, reason) {
+				if rule.Action == "EXIT" {
+					return false, fmt.Sprintf(" (retryStrategy: EXIT on %q)", rule.OnStatusReason)
+				}
+				break
+			}
+		}
+	}
+	if left <= 0 {
+		return false, fmt.Sprintf(" (all %d attempt(s) of retryStrategy used)", attemptsAllowed(j))
+	}
+	return true, ""
+}
+
+// globMatch matches AWS's evaluateOnExit patterns: exact, or a prefix when the pattern
+// ends in '*'.
+func globMatch(pattern, s string) bool {
+	if p, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(s, p)
+	}
+	return pattern == s
+}
+
+func (e *Engine) requeue(qs *queueState, j *quotashare.Job, reason string, now time.Time) {
+	if err := qs.sched.Stopped(j.ID, true, now); err != nil {
+		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+	}
+	j.Status = quotashare.Runnable
+	j.StatusReason = reason
+	j.RunnableSince = now
+	qs.fresh = append(qs.fresh, j)
+	e.cfg.Logf("requeue  %s (%s, share %s): %s", j.Name, j.ID, j.Share, reason)
+}
+
+// finish ends a job whose attempt is gone (or that never had one).
+func (e *Engine) finish(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, reason string, now time.Time) {
+	if err := qs.sched.Finished(j.ID); err != nil {
+		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+	}
+	e.done(qs, j, status, reason, now)
+}
+
+// done records a job's final state and removes a deleted share once its last job is done.
+func (e *Engine) done(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, reason string, now time.Time) {
+	e.cfg.Logf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)
+	j.Status = status
+	j.StatusReason = reason
+	j.StoppedAt = now
+	e.touchJob(j)
+	qs.live[j.Share]--
+	if s := qs.shares[j.Share]; s != nil && s.Deleting && qs.live[j.Share] == 0 {
+		e.dropShare(qs, s)
+	}
+}
+
+func (e *Engine) dropShare(qs *queueState, s *quotashare.QuotaShare) {
+	if err := qs.sched.RemoveShare(s.Name); err != nil {
+		e.cfg.Logf("quotashare: removing share %s: %v", s.Name, err)
+	}
+	delete(qs.shares, s.Name)
+	delete(qs.live, s.Name)
+	e.touch(kindShare, s.ARN)
+	qs.dirty = true
+}
+
+// timeLimits applies the queues' jobStateTimeLimitActions to RUNNABLE jobs.
+func (e *Engine) timeLimits(now time.Time) {
+	for _, qs := range e.queues {
+		if len(qs.q.TimeLimitActions) == 0 {
+			continue
+		}
+		for _, j := range qs.jobs {
+			if j.Status != quotashare.Runnable {
+				continue
+			}
+			for _, act := range qs.q.TimeLimitActions {
+				if strings.HasPrefix(j.StatusReason, act.Reason+" ") &&
+					now.Sub(j.RunnableSince) >= time.Duration(act.MaxTimeSeconds)*time.Second {
+					if err := qs.sched.Remove(j.ID); err != nil {
+						e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+					}
+					j.IsTerminated = true
+					e.done(qs, j, quotashare.Failed, "Terminated by JobStateTimeLimit action due to reason: "+act.Reason, now)
+					qs.dirty = true
+					break
+				}
+			}
+		}
+	}
+}
+
+func nameOf(arn string) string {
+	if i := strings.LastIndexByte(arn, '/'); i >= 0 {
+		return arn[i+1:]
+	}
+	return arn
+}

@@ -1,0 +1,542 @@
+package dispatch
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sched"
+	"github.com/quotashare/quotashare/internal/trainingjob"
+)
+
+// JobInput is SubmitServiceJob's request.
+type JobInput struct {
+	Name, Queue, Type, Payload, Share, ShareIdentifier string
+	Priority                                           *int
+	PreemptionRetries                                  *int
+	Retry                                              *quotashare.RetryStrategy
+	TimeoutSeconds                                     *int
+	Tags                                               map[string]string
+	ClientToken                                        string
+}
+
+func checkJobInput(in JobInput) ([]quotashare.Demand, error) {
+	if err := checkName("jobName", in.Name); err != nil {
+		return nil, err
+	}
+	if in.Type != "SAGEMAKER_TRAINING" {
+		return nil, invalid("serviceJobType: %q must be SAGEMAKER_TRAINING", in.Type)
+	}
+	if in.ShareIdentifier != "" {
+		return nil, invalid("shareIdentifier: is for fair-share queues; a quota-management queue takes quotaShareName")
+	}
+	if in.Share == "" {
+		return nil, invalid("quotaShareName: is required on a quota-management queue")
+	}
+	if in.Priority != nil {
+		if err := sched.CheckPriority(*in.Priority); err != nil {
+			return nil, invalid("%v", err)
+		}
+	}
+	if p := in.PreemptionRetries; p != nil && *p < 0 {
+		return nil, invalid("preemptionConfiguration.preemptionRetriesBeforeTermination: %d must be 0 or more", *p)
+	}
+	if r := in.Retry; r != nil {
+		if r.Attempts < 1 || r.Attempts > 10 {
+			return nil, invalid("retryStrategy.attempts: %d must be from 1 to 10", r.Attempts)
+		}
+		if len(r.Rules) > 5 {
+			return nil, invalid("retryStrategy.evaluateOnExit: %d rules is more than the 5 allowed", len(r.Rules))
+		}
+		for i, rule := range r.Rules {
+			if rule.Action != "RETRY" && rule.Action != "EXIT" {
+				return nil, invalid("retryStrategy.evaluateOnExit[%d].action: %q must be RETRY or EXIT", i, rule.Action)
+			}
+			if rule.OnStatusReason == "" || len(rule.OnStatusReason) > 512 {
+				return nil, invalid("retryStrategy.evaluateOnExit[%d].onStatusReason: must be 1-512 characters", i)
+			}
+		}
+	}
+	if t := in.TimeoutSeconds; t != nil && *t < 1 {
+		return nil, invalid("timeoutConfig.attemptDurationSeconds: %d must be at least 1", *t)
+	}
+	if len(in.ClientToken) > 64 {
+		return nil, invalid("clientToken: must be at most 64 characters")
+	}
+	if err := CheckTags("tags", in.Tags); err != nil {
+		return nil, err
+	}
+	req, err := trainingjob.Parse(in.Payload)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	need, err := req.Need()
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	if err := sched.CheckNeed(need); err != nil {
+		return nil, invalid("serviceRequestPayload.ResourceConfig: %v", err)
+	}
+	return need, nil
+}
+
+// Submit accepts a job. A clientToken seen before with the same request returns the job
+// it made; with another request it is an error.
+func (e *Engine) Submit(in JobInput) (out quotashare.Job, err error) {
+	need, err := checkJobInput(in)
+	if err != nil {
+		return out, err
+	}
+	if e.exec != nil {
+		if err := e.exec.Check(in.Payload); err != nil {
+			return out, invalid("%v", err)
+		}
+	}
+	qarn, err := e.ref("jobQueue", "job-queue", in.Queue)
+	if err != nil {
+		return out, err
+	}
+	err = e.write(func(now time.Time) error {
+		if id, ok := e.tokens[in.ClientToken]; ok && in.ClientToken != "" {
+			j := e.jobs[id]
+			if j != nil && j.Name == in.Name && j.QueueARN == qarn && j.Payload == in.Payload && j.Share == in.Share &&
+				reflect.DeepEqual(j.Retry, in.Retry) && maps.Equal(j.Tags, in.Tags) {
+				out = cloneJob(j)
+				return nil
+			}
+			return quotashare.Errorf(quotashare.Conflict, "clientToken: %s was already used for another request (job %s); use a new token", in.ClientToken, id)
+		}
+		qs := e.queues[qarn]
+		if qs == nil {
+			return invalid("jobQueue: %s does not exist", in.Queue)
+		}
+		if qs.q.Disabled {
+			return quotashare.Errorf(quotashare.Conflict, "jobQueue: %s is DISABLED and accepts no new jobs", qs.q.Name)
+		}
+		if env := e.envs[qs.q.EnvironmentARN]; env == nil || env.Disabled {
+			return quotashare.Errorf(quotashare.Conflict, "jobQueue: the service environment of %s is DISABLED and accepts no new jobs", qs.q.Name)
+		}
+		s := qs.shares[in.Share]
+		if s == nil {
+			return invalid("quotaShareName: quota share %s does not exist in job queue %s", in.Share, qs.q.Name)
+		}
+		if s.Disabled || s.Deleting {
+			return quotashare.Errorf(quotashare.Conflict, "quotaShareName: quota share %s is DISABLED and accepts no new jobs", s.Name)
+		}
+		id := e.cfg.NewID()
+		j := &quotashare.Job{ID: id, Name: in.Name, ARN: e.arn("service-job", id), QueueARN: qarn, Share: in.Share,
+			Payload: in.Payload, Need: need, Status: quotashare.Runnable, CreatedAt: now, RunnableSince: now,
+			Retry: in.Retry, PreemptionRetries: in.PreemptionRetries, Tags: maps.Clone(in.Tags), ClientToken: in.ClientToken}
+		if in.Priority != nil {
+			j.Priority = *in.Priority
+		}
+		if in.TimeoutSeconds != nil {
+			j.TimeoutSeconds = *in.TimeoutSeconds
+		}
+		if err := qs.sched.Submit(schedJob(j)); err != nil {
+			return invalid("%v", err)
+		}
+		r, _ := qs.sched.Reason(id)
+		j.StatusReason = r.String()
+		e.jobs[id] = j
+		if in.ClientToken != "" {
+			e.tokens[in.ClientToken] = id
+		}
+		qs.jobs = append(qs.jobs, j)
+		qs.live[j.Share]++
+		qs.fresh = append(qs.fresh, j)
+		qs.dirty = true
+		e.touchJob(j)
+		out = cloneJob(j)
+		return nil
+	})
+	return out, err
+}
+
+func cloneJob(j *quotashare.Job) quotashare.Job {
+	c := *j
+	c.Tags = maps.Clone(j.Tags)
+	if j.Current != nil {
+		a := *j.Current
+		c.Current = &a
+	}
+	c.Attempts = slices.Clone(j.Attempts)
+	c.Preempted = slices.Clone(j.Preempted)
+	return c
+}
+
+// jobID accepts a job id or a service-job ARN.
+func jobID(ref string) string {
+	if strings.HasPrefix(ref, "arn:") {
+		if i := strings.Index(ref, ":service-job/"); i >= 0 {
+			return ref[i+len(":service-job/"):]
+		}
+	}
+	return ref
+}
+
+func (e *Engine) job(ref string) (*quotashare.Job, error) {
+	if ref == "" {
+		return nil, invalid("jobId: is required")
+	}
+	j := e.jobs[jobID(ref)]
+	if j == nil {
+		return nil, quotashare.Errorf(quotashare.NotFound, "jobId: job %s does not exist", ref)
+	}
+	return j, nil
+}
+
+// Job returns a job by id or ARN.
+func (e *Engine) Job(ref string) (quotashare.Job, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j, err := e.job(ref)
+	if err != nil {
+		return quotashare.Job{}, err
+	}
+	return cloneJob(j), nil
+}
+
+// SetPriority changes a waiting or running job's schedulingPriority; the next pass uses
+// it for order and for preemption.
+func (e *Engine) SetPriority(ref string, priority int) (out quotashare.Job, err error) {
+	if err := sched.CheckPriority(priority); err != nil {
+		return out, invalid("%v", err)
+	}
+	err = e.write(func(time.Time) error {
+		j, err := e.job(ref)
+		if err != nil {
+			return err
+		}
+		if j.Status.Done() {
+			return quotashare.Errorf(quotashare.Conflict, "jobId: job %s is %s; a finished job's priority cannot change", j.ID, j.Status)
+		}
+		qs := e.queues[j.QueueARN]
+		if err := qs.sched.SetPriority(j.ID, priority); err != nil {
+			return invalid("%v", err)
+		}
+		j.Priority = priority
+		qs.dirty = true
+		e.touchJob(j)
+		out = cloneJob(j)
+		return nil
+	})
+	return out, err
+}
+
+// Terminate ends a job as FAILED with the reason: at once if it waits, once its
+// processes have stopped if it runs. A finished job is left as it is.
+func (e *Engine) Terminate(ref, reason string) error {
+	if reason == "" {
+		return invalid("reason: is required")
+	}
+	return e.write(func(now time.Time) error {
+		j, err := e.job(ref)
+		if err != nil {
+			return err
+		}
+		if !j.Status.Done() {
+			e.terminate(e.queues[j.QueueARN], j, reason, now)
+		}
+		return nil
+	})
+}
+
+func (e *Engine) terminate(qs *queueState, j *quotashare.Job, reason string, now time.Time) {
+	j.IsTerminated = true
+	j.TerminateReason = reason
+	qs.dirty = true
+	e.touchJob(j)
+	if j.Current == nil {
+		if err := qs.sched.Remove(j.ID); err != nil {
+			e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+		}
+		e.done(qs, j, quotashare.Failed, reason, now)
+		return
+	}
+	wasStopping := j.Current.Stop != ""
+	j.Current.Stop = quotashare.StopTerminated
+	j.StatusReason = "TERMINATION_IN_PROGRESS: " + reason
+	if !wasStopping {
+		if err := qs.sched.Stopping(j.ID); err != nil {
+			e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+		}
+	}
+	id := j.Current.ID
+	e.act(func(x quotashare.Executor) { stopAttempt(e, x, id) })
+}
+
+// ListFilter is ListServiceJobs' request, already checked for shape.
+type ListFilter struct {
+	Queue  string
+	Status quotashare.JobStatus
+	// Filter is the one filter's name and values (JOB_NAME, QUOTA_SHARE_NAME,
+	// BEFORE_CREATED_AT, AFTER_CREATED_AT), if any.
+	Filter string
+	Values []string
+}
+
+// ListJobs returns the jobs that match, newest first: from position start (0 = newest)
+// up to max of them, and the position to go on from (0 at the end).
+func (e *Engine) ListJobs(f ListFilter, start, max int) ([]quotashare.Job, int, error) {
+	if f.Queue == "" {
+		return nil, 0, invalid("jobQueue: is required")
+	}
+	arn, err := e.ref("jobQueue", "job-queue", f.Queue)
+	if err != nil {
+		return nil, 0, err
+	}
+	match, err := jobMatcher(f)
+	if err != nil {
+		return nil, 0, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qs := e.queues[arn]
+	if qs == nil {
+		return nil, 0, quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", f.Queue)
+	}
+	var out []quotashare.Job
+	// Positions count from the newest job; jobs only ever get added at the new end, so a
+	// position stays valid as long as it is taken from the end of the slice.
+	n := len(qs.jobs)
+	i := start
+	for ; i < n && len(out) < max; i++ {
+		j := qs.jobs[n-1-i]
+		if match(j) {
+			out = append(out, cloneJob(j))
+		}
+	}
+	if i >= n {
+		i = 0
+	}
+	return out, i, nil
+}
+
+func jobMatcher(f ListFilter) (func(*quotashare.Job) bool, error) {
+	status := func(j *quotashare.Job) bool { return j.Status == f.Status }
+	if f.Status == "" {
+		status = func(j *quotashare.Job) bool { return j.Status == quotashare.Running }
+	}
+	if f.Filter == "" {
+		return status, nil
+	}
+	if len(f.Values) != 1 {
+		return nil, invalid("filters[0].values: give exactly one value, got %d", len(f.Values))
+	}
+	v := f.Values[0]
+	switch f.Filter {
+	case "JOB_NAME":
+		prefix, isPrefix := strings.CutSuffix(strings.ToLower(v), "*")
+		return func(j *quotashare.Job) bool {
+			n := strings.ToLower(j.Name)
+			return n == prefix || (isPrefix && strings.HasPrefix(n, prefix))
+		}, nil
+	case "QUOTA_SHARE_NAME":
+		if f.Status == "" {
+			return func(j *quotashare.Job) bool { return j.Share == v }, nil
+		}
+		return func(j *quotashare.Job) bool { return j.Share == v && status(j) }, nil
+	case "BEFORE_CREATED_AT", "AFTER_CREATED_AT":
+		ms, err := parseMillis(v)
+		if err != nil {
+			return nil, invalid("filters[0].values: %q must be a time in epoch milliseconds", v)
+		}
+		t := time.UnixMilli(ms)
+		if f.Filter == "BEFORE_CREATED_AT" {
+			return func(j *quotashare.Job) bool { return j.CreatedAt.Before(t) }, nil
+		}
+		return func(j *quotashare.Job) bool { return j.CreatedAt.After(t) }, nil
+	case "SHARE_IDENTIFIER":
+		return nil, invalid("filters[0].name: SHARE_IDENTIFIER is for fair-share queues; use QUOTA_SHARE_NAME")
+	}
+	return nil, invalid("filters[0].name: %q must be JOB_NAME, QUOTA_SHARE_NAME, BEFORE_CREATED_AT or AFTER_CREATED_AT (case-sensitive)", f.Filter)
+}
+
+func parseMillis(s string) (int64, error) {
+	var ms int64
+	if s == "" {
+		return 0, invalid("empty")
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' || ms > (1<<62)/10 {
+			return 0, invalid("not a number")
+		}
+		ms = ms*10 + int64(c-'0')
+	}
+	return ms, nil
+}
+
+// Snapshot is GetJobQueueSnapshot's answer.
+type Snapshot struct {
+	At time.Time
+	// Front is the first RUNNABLE jobs across the queue, by priority then submission time;
+	// ShareFront each share's first RUNNABLE job.
+	Front      []FrontJob
+	ShareFront map[string]FrontJob
+	Total      []quotashare.Demand
+	Shares     []ShareUse
+}
+
+// FrontJob is a job at the front of a queue, and since when it has been waiting there.
+type FrontJob struct {
+	ARN   string
+	Since time.Time
+}
+
+// ShareUse is a share's capacity in use.
+type ShareUse struct {
+	Share string
+	Use   []quotashare.Demand
+}
+
+// Snapshot returns the queue's front jobs and capacity use.
+func (e *Engine) Snapshot(queue string) (Snapshot, error) {
+	arn, err := e.ref("jobQueue", "job-queue", queue)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qs := e.queues[arn]
+	if qs == nil {
+		return Snapshot{}, quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", queue)
+	}
+	snap := Snapshot{At: e.cfg.Now(), ShareFront: map[string]FrontJob{}}
+	var front []*quotashare.Job
+	for _, name := range slices.Sorted(maps.Keys(qs.shares)) {
+		ids := qs.sched.Front(name, 100)
+		for i, id := range ids {
+			j := e.jobs[id]
+			if i == 0 {
+				snap.ShareFront[name] = FrontJob{ARN: j.ARN, Since: j.RunnableSince}
+			}
+			front = append(front, j)
+		}
+	}
+	slices.SortFunc(front, func(a, b *quotashare.Job) int {
+		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	for _, j := range front[:min(100, len(front))] {
+		snap.Front = append(snap.Front, FrontJob{ARN: j.ARN, Since: j.RunnableSince})
+	}
+	for _, c := range qs.sched.Capacity() {
+		snap.Total = append(snap.Total, quotashare.Demand{InstanceType: c.InstanceType, Count: c.InUse})
+	}
+	for _, u := range qs.sched.Usage() {
+		su := ShareUse{Share: u.Name}
+		for _, t := range u.Types {
+			su.Use = append(su.Use, quotashare.Demand{InstanceType: t.InstanceType, Count: t.InUse})
+		}
+		snap.Shares = append(snap.Shares, su)
+	}
+	return snap, nil
+}
+
+// Usage returns a queue's per-share usage, as the core counts it.
+func (e *Engine) Usage(queue string) ([]sched.ShareUsage, error) {
+	arn, err := e.ref("jobQueue", "job-queue", queue)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qs := e.queues[arn]
+	if qs == nil {
+		return nil, quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", queue)
+	}
+	return qs.sched.Usage(), nil
+}
+
+// ---- tags ----
+
+// tagsOf finds the tag map of the resource with the ARN, and marks it to be written.
+// Call with e.mu held.
+func (e *Engine) tagsOf(arn string) (*map[string]string, func(), error) {
+	if p := e.policies[arn]; p != nil {
+		return &p.Tags, func() { e.touch(kindPolicy, arn) }, nil
+	}
+	if v := e.envs[arn]; v != nil {
+		return &v.Tags, func() { e.touch(kindEnv, arn) }, nil
+	}
+	if qs := e.queues[arn]; qs != nil {
+		return &qs.q.Tags, func() { e.touch(kindQueue, arn) }, nil
+	}
+	if s := e.shareByARN(arn); s != nil {
+		return &s.Tags, func() { e.touch(kindShare, arn) }, nil
+	}
+	if strings.Contains(arn, ":service-job/") {
+		if j := e.jobs[jobID(arn)]; j != nil {
+			return &j.Tags, func() { e.touchJob(j) }, nil
+		}
+	}
+	return nil, nil, quotashare.Errorf(quotashare.NotFound, "resourceArn: %s names no scheduling policy, service environment, job queue, quota share or service job", arn)
+}
+
+// Tags returns a resource's tags.
+func (e *Engine) Tags(arn string) (map[string]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, _, err := e.tagsOf(arn)
+	if err != nil {
+		return nil, err
+	}
+	return maps.Clone(*t), nil
+}
+
+// Tag adds or replaces tags on a resource.
+func (e *Engine) Tag(arn string, tags map[string]string) error {
+	if len(tags) == 0 {
+		return invalid("tags: give 1 to 50 tags")
+	}
+	if err := CheckTags("tags", tags); err != nil {
+		return err
+	}
+	return e.write(func(time.Time) error {
+		t, touch, err := e.tagsOf(arn)
+		if err != nil {
+			return err
+		}
+		merged := maps.Clone(*t)
+		if merged == nil {
+			merged = map[string]string{}
+		}
+		maps.Copy(merged, tags)
+		if err := CheckTags("tags", merged); err != nil {
+			return err
+		}
+		*t = merged
+		touch()
+		return nil
+	})
+}
+
+// Untag removes tags from a resource.
+func (e *Engine) Untag(arn string, keys []string) error {
+	if len(keys) == 0 || len(keys) > 50 {
+		return invalid("tagKeys: give 1 to 50 keys, got %d", len(keys))
+	}
+	return e.write(func(time.Time) error {
+		t, touch, err := e.tagsOf(arn)
+		if err != nil {
+			return err
+		}
+		m := maps.Clone(*t)
+		for _, k := range keys {
+			delete(m, k)
+		}
+		*t = m
+		touch()
+		return nil
+	})
+}
+
+// TrainingJobARN is the SageMaker-style ARN of an attempt (serviceResourceId).
+func (e *Engine) TrainingJobARN(attempt string) string {
+	return fmt.Sprintf("arn:aws:sagemaker:%s:%s:training-job/%s", e.cfg.Region, e.cfg.Account, attempt)
+}

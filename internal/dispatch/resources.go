@@ -1,0 +1,836 @@
+package dispatch
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sched"
+)
+
+func invalid(format string, args ...any) error {
+	return quotashare.Errorf(quotashare.Invalid, format, args...)
+}
+
+// AWS's own wordings that clients match on.
+const (
+	msgExists = "Object already exists"
+)
+
+func (e *Engine) arn(kind, name string) string {
+	return fmt.Sprintf("arn:aws:batch:%s:%s:%s/%s", e.cfg.Region, e.cfg.Account, kind, name)
+}
+
+// ref turns a name or an ARN of the kind into an ARN; bad names are an error naming field.
+func (e *Engine) ref(field, kind, v string) (string, error) {
+	if strings.HasPrefix(v, "arn:") {
+		return v, nil
+	}
+	if !quotashare.ValidName(v) {
+		return "", invalid("%s: %q is neither an ARN nor a name of 1-128 letters, digits, '-' or '_'", field, v)
+	}
+	return e.arn(kind, v), nil
+}
+
+func checkName(field, v string) error {
+	if !quotashare.ValidName(v) {
+		return invalid("%s: %q must be 1-128 letters, digits, '-' or '_'", field, v)
+	}
+	return nil
+}
+
+// state parses an ENABLED/DISABLED field; "" gives def.
+func state(field, v string, def bool) (disabled bool, err error) {
+	switch v {
+	case "":
+		return def, nil
+	case "ENABLED":
+		return false, nil
+	case "DISABLED":
+		return true, nil
+	}
+	return false, invalid("%s: %q must be ENABLED or DISABLED", field, v)
+}
+
+// CheckTags validates a tag map as AWS does: at most 50, keys 1-128, values at most 256.
+func CheckTags(field string, tags map[string]string) error {
+	if len(tags) > 50 {
+		return invalid("%s: %d tags is more than the 50 allowed", field, len(tags))
+	}
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		if len(k) < 1 || len(k) > 128 {
+			return invalid("%s: tag key %q must be 1-128 characters", field, k)
+		}
+		if strings.HasPrefix(strings.ToLower(k), "aws:") {
+			return invalid("%s: tag key %q: the prefix aws: is reserved", field, k)
+		}
+		if len(tags[k]) > 256 {
+			return invalid("%s: the value of tag %q is longer than 256 characters", field, k)
+		}
+	}
+	return nil
+}
+
+// ---- scheduling policies ----
+
+// PolicyInput is CreateSchedulingPolicy's request.
+type PolicyInput struct {
+	Name string
+	// QuotaShare and Fairshare say which policy was given; IdleStrategy is the
+	// quotaSharePolicy's idleResourceAssignmentStrategy.
+	QuotaShare, Fairshare bool
+	IdleStrategy          string
+	Tags                  map[string]string
+}
+
+func checkPolicyKind(quota, fair bool, idle string) error {
+	if fair {
+		return invalid("fairsharePolicy: quotashare schedules quota-management queues only; give a quotaSharePolicy instead")
+	}
+	if !quota {
+		return invalid("quotaSharePolicy: is required (quotashare schedules quota-management queues only)")
+	}
+	if idle != "FIFO" {
+		return invalid("quotaSharePolicy.idleResourceAssignmentStrategy: %q must be FIFO, the only strategy", idle)
+	}
+	return nil
+}
+
+// CreatePolicy creates a scheduling policy.
+func (e *Engine) CreatePolicy(in PolicyInput) (out quotashare.SchedulingPolicy, err error) {
+	if err := checkName("name", in.Name); err != nil {
+		return out, err
+	}
+	if err := checkPolicyKind(in.QuotaShare, in.Fairshare, in.IdleStrategy); err != nil {
+		return out, err
+	}
+	if err := CheckTags("tags", in.Tags); err != nil {
+		return out, err
+	}
+	err = e.write(func(time.Time) error {
+		arn := e.arn("scheduling-policy", in.Name)
+		if e.policies[arn] != nil {
+			return quotashare.Errorf(quotashare.Conflict, msgExists)
+		}
+		p := &quotashare.SchedulingPolicy{Name: in.Name, ARN: arn, IdleStrategy: in.IdleStrategy, Tags: maps.Clone(in.Tags)}
+		e.policies[arn] = p
+		e.touch(kindPolicy, arn)
+		out = *p
+		return nil
+	})
+	return out, err
+}
+
+// UpdatePolicy changes a policy; its kind can never change.
+func (e *Engine) UpdatePolicy(arn string, quota, fair bool, idle string) error {
+	if fair {
+		return invalid("fairsharePolicy: the policy is a quota-share policy, and a policy's kind can never change")
+	}
+	if quota {
+		if err := checkPolicyKind(quota, fair, idle); err != nil {
+			return err
+		}
+	}
+	return e.write(func(time.Time) error {
+		p := e.policies[arn]
+		if p == nil {
+			return quotashare.Errorf(quotashare.NotFound, "arn: scheduling policy %s does not exist", arn)
+		}
+		if quota {
+			p.IdleStrategy = idle
+			e.touch(kindPolicy, arn)
+		}
+		return nil
+	})
+}
+
+// DescribePolicies returns the policies named by ARN; unknown ones are left out.
+func (e *Engine) DescribePolicies(arns []string) []quotashare.SchedulingPolicy {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []quotashare.SchedulingPolicy
+	for _, a := range arns {
+		if p := e.policies[a]; p != nil {
+			c := *p
+			c.Tags = maps.Clone(p.Tags)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// PolicyARNs returns every policy's ARN, sorted.
+func (e *Engine) PolicyARNs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Sorted(maps.Keys(e.policies))
+}
+
+// DeletePolicy deletes a policy that no queue uses.
+func (e *Engine) DeletePolicy(arn string) error {
+	return e.write(func(time.Time) error {
+		if e.policies[arn] == nil {
+			return quotashare.Errorf(quotashare.NotFound, "arn: scheduling policy %s does not exist", arn)
+		}
+		for _, qs := range e.sortedQueues() {
+			if qs.q.PolicyARN == arn {
+				return quotashare.Errorf(quotashare.Conflict, "arn: scheduling policy %s is used by job queue %s; give the queue another policy or delete it first", arn, qs.q.Name)
+			}
+		}
+		delete(e.policies, arn)
+		e.touch(kindPolicy, arn)
+		return nil
+	})
+}
+
+// ---- service environments ----
+
+// EnvironmentInput is CreateServiceEnvironment's request.
+type EnvironmentInput struct {
+	Name, Type, State string
+	Limits            []quotashare.Demand
+	Tags              map[string]string
+}
+
+func checkEnvLimits(limits []quotashare.Demand) error {
+	if len(limits) < 1 || len(limits) > sched.MaxShareLimits {
+		return invalid("capacityLimits: a quota-management service environment has 1 to %d limits, one per instance type; got %d", sched.MaxShareLimits, len(limits))
+	}
+	for i, d := range limits {
+		if d.Count < 1 {
+			return invalid("capacityLimits[%d].maxCapacity: %d must be at least 1", i, d.Count)
+		}
+		if d.InstanceType == "NUM_INSTANCES" {
+			return invalid("capacityLimits[%d].capacityUnit: a quota-management environment counts instance types (e.g. ml.g5.xlarge), not NUM_INSTANCES", i)
+		}
+	}
+	if err := sched.CheckCapacity(limits); err != nil {
+		return invalid("%v", err)
+	}
+	return nil
+}
+
+// CreateEnvironment creates a service environment.
+func (e *Engine) CreateEnvironment(in EnvironmentInput) (out quotashare.Environment, err error) {
+	if err := checkName("serviceEnvironmentName", in.Name); err != nil {
+		return out, err
+	}
+	if in.Type != "SAGEMAKER_TRAINING" {
+		return out, invalid("serviceEnvironmentType: %q must be SAGEMAKER_TRAINING", in.Type)
+	}
+	if err := checkEnvLimits(in.Limits); err != nil {
+		return out, err
+	}
+	disabled, err := state("state", in.State, false)
+	if err != nil {
+		return out, err
+	}
+	if err := CheckTags("tags", in.Tags); err != nil {
+		return out, err
+	}
+	err = e.write(func(time.Time) error {
+		arn := e.arn("service-environment", in.Name)
+		if e.envs[arn] != nil {
+			return quotashare.Errorf(quotashare.Conflict, msgExists)
+		}
+		v := &quotashare.Environment{Name: in.Name, ARN: arn, Disabled: disabled, Limits: slices.Clone(in.Limits), Tags: maps.Clone(in.Tags)}
+		e.envs[arn] = v
+		e.touch(kindEnv, arn)
+		out = *v
+		return nil
+	})
+	return out, err
+}
+
+func (e *Engine) queueOfEnv(arn string) *queueState {
+	for _, qs := range e.queues {
+		if qs.q.EnvironmentARN == arn {
+			return qs
+		}
+	}
+	return nil
+}
+
+// UpdateEnvironment changes an environment's state and/or limits (nil keeps them). A
+// limit lowered below usage preempts at the next pass, borrowed capacity first.
+func (e *Engine) UpdateEnvironment(ref, st string, limits []quotashare.Demand) (out quotashare.Environment, err error) {
+	arn, err := e.ref("serviceEnvironment", "service-environment", ref)
+	if err != nil {
+		return out, err
+	}
+	if limits != nil {
+		if err := checkEnvLimits(limits); err != nil {
+			return out, err
+		}
+	}
+	err = e.write(func(time.Time) error {
+		v := e.envs[arn]
+		if v == nil {
+			return quotashare.Errorf(quotashare.NotFound, "serviceEnvironment: %s does not exist", ref)
+		}
+		disabled, err := state("state", st, v.Disabled)
+		if err != nil {
+			return err
+		}
+		qs := e.queueOfEnv(arn)
+		if limits != nil && qs != nil {
+			if err := qs.sched.SetCapacity(limits); err != nil {
+				return invalid("%v", err)
+			}
+		}
+		if limits != nil {
+			v.Limits = slices.Clone(limits)
+		}
+		v.Disabled = disabled
+		if qs != nil {
+			qs.dirty = true
+			if !disabled {
+				qs.fresh = append(qs.fresh, qs.runnable()...)
+			}
+		}
+		e.touch(kindEnv, arn)
+		out = *v
+		return nil
+	})
+	return out, err
+}
+
+// runnable lists the queue's RUNNABLE jobs (for refreshing their reasons).
+func (qs *queueState) runnable() []*quotashare.Job {
+	var out []*quotashare.Job
+	for _, j := range qs.jobs {
+		if j.Status == quotashare.Runnable {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// DescribeEnvironments returns the environments named (names or ARNs; unknown ones are
+// left out), or all of them, sorted by name.
+func (e *Engine) DescribeEnvironments(refs []string) ([]quotashare.Environment, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []quotashare.Environment
+	add := func(v *quotashare.Environment) {
+		c := *v
+		c.Tags = maps.Clone(v.Tags)
+		out = append(out, c)
+	}
+	if len(refs) == 0 {
+		for _, v := range e.envs {
+			add(v)
+		}
+	}
+	for _, r := range refs {
+		arn, err := e.ref("serviceEnvironments", "service-environment", r)
+		if err != nil {
+			return nil, err
+		}
+		if v := e.envs[arn]; v != nil {
+			add(v)
+		}
+	}
+	slices.SortFunc(out, func(a, b quotashare.Environment) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// DeleteEnvironment deletes a DISABLED environment that no queue uses.
+func (e *Engine) DeleteEnvironment(ref string) error {
+	arn, err := e.ref("serviceEnvironment", "service-environment", ref)
+	if err != nil {
+		return err
+	}
+	return e.write(func(time.Time) error {
+		v := e.envs[arn]
+		if v == nil {
+			return quotashare.Errorf(quotashare.NotFound, "serviceEnvironment: %s does not exist", ref)
+		}
+		if !v.Disabled {
+			return quotashare.Errorf(quotashare.Conflict, "serviceEnvironment: %s is ENABLED; set its state to DISABLED first", v.Name)
+		}
+		if qs := e.queueOfEnv(arn); qs != nil {
+			return quotashare.Errorf(quotashare.Conflict, "serviceEnvironment: %s is used by job queue %s; delete the queue first", v.Name, qs.q.Name)
+		}
+		delete(e.envs, arn)
+		e.touch(kindEnv, arn)
+		return nil
+	})
+}
+
+// ---- job queues ----
+
+// EnvOrder is one serviceEnvironmentOrder entry.
+type EnvOrder struct {
+	Order       int
+	Environment string
+}
+
+// QueueInput is CreateJobQueue's request, and UpdateJobQueue's where the pointers and
+// the Set flags say what is given.
+type QueueInput struct {
+	Name, State, Type, PolicyARN string
+	Priority                     *int
+	EnvOrder                     []EnvOrder
+	EnvOrderSet                  bool
+	ComputeEnvironments          int
+	TimeLimitActions             []quotashare.TimeLimitAction
+	TimeLimitActionsSet          bool
+	Tags                         map[string]string
+}
+
+var timeLimitReasons = []string{"CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"}
+
+func checkTimeLimitActions(as []quotashare.TimeLimitAction) error {
+	for i, a := range as {
+		f := fmt.Sprintf("jobStateTimeLimitActions[%d]", i)
+		if a.Action != "TERMINATE" {
+			return invalid("%s.action: %q must be TERMINATE (the only action for SAGEMAKER_TRAINING queues)", f, a.Action)
+		}
+		if a.State != "RUNNABLE" {
+			return invalid("%s.state: %q must be RUNNABLE", f, a.State)
+		}
+		if a.MaxTimeSeconds < 600 || a.MaxTimeSeconds > 86400 {
+			return invalid("%s.maxTimeSeconds: %d must be from 600 to 86400", f, a.MaxTimeSeconds)
+		}
+		if !slices.Contains(timeLimitReasons, a.Reason) {
+			return invalid("%s.reason: %q must be one of %s", f, a.Reason, strings.Join(timeLimitReasons, ", "))
+		}
+	}
+	return nil
+}
+
+// checkEnvOrder resolves the queue's one service environment. Call with e.mu held.
+func (e *Engine) checkEnvOrder(order []EnvOrder, self string) (string, int, error) {
+	if len(order) != 1 {
+		return "", 0, invalid("serviceEnvironmentOrder: a quota-management queue has exactly 1 service environment; got %d", len(order))
+	}
+	arn, err := e.ref("serviceEnvironmentOrder[0].serviceEnvironment", "service-environment", order[0].Environment)
+	if err != nil {
+		return "", 0, err
+	}
+	if e.envs[arn] == nil {
+		return "", 0, invalid("serviceEnvironmentOrder[0].serviceEnvironment: %s does not exist", order[0].Environment)
+	}
+	if qs := e.queueOfEnv(arn); qs != nil && qs.q.ARN != self {
+		return "", 0, invalid("serviceEnvironmentOrder[0].serviceEnvironment: %s already feeds job queue %s; a quota-management environment serves one queue", order[0].Environment, qs.q.Name)
+	}
+	return arn, order[0].Order, nil
+}
+
+func (e *Engine) checkPolicyRef(field, arn string) error {
+	if arn == "" {
+		return invalid("%s: is required: quotashare runs quota-management queues, which need a scheduling policy with a quotaSharePolicy", field)
+	}
+	if e.policies[arn] == nil {
+		return invalid("%s: scheduling policy %s does not exist", field, arn)
+	}
+	return nil
+}
+
+// CreateQueue creates a quota-management job queue.
+func (e *Engine) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
+	if err := checkName("jobQueueName", in.Name); err != nil {
+		return out, err
+	}
+	if in.Priority == nil {
+		return out, invalid("priority: is required")
+	}
+	if *in.Priority < 0 || *in.Priority > 1000 {
+		return out, invalid("priority: %d must be from 0 to 1000", *in.Priority)
+	}
+	if in.Type != "SAGEMAKER_TRAINING" {
+		return out, invalid("jobQueueType: %q must be SAGEMAKER_TRAINING: quotashare runs SageMaker training service jobs", in.Type)
+	}
+	if in.ComputeEnvironments > 0 {
+		return out, invalid("computeEnvironmentOrder: a SAGEMAKER_TRAINING queue takes a serviceEnvironmentOrder, not compute environments")
+	}
+	disabled, err := state("state", in.State, false)
+	if err != nil {
+		return out, err
+	}
+	if err := checkTimeLimitActions(in.TimeLimitActions); err != nil {
+		return out, err
+	}
+	if err := CheckTags("tags", in.Tags); err != nil {
+		return out, err
+	}
+	err = e.write(func(time.Time) error {
+		arn := e.arn("job-queue", in.Name)
+		if e.queues[arn] != nil {
+			return quotashare.Errorf(quotashare.Conflict, msgExists)
+		}
+		if err := e.checkPolicyRef("schedulingPolicyArn", in.PolicyARN); err != nil {
+			return err
+		}
+		envARN, order, err := e.checkEnvOrder(in.EnvOrder, arn)
+		if err != nil {
+			return err
+		}
+		q := &quotashare.Queue{Name: in.Name, ARN: arn, Priority: *in.Priority, Disabled: disabled, PolicyARN: in.PolicyARN,
+			EnvironmentARN: envARN, EnvironmentOrder: order, TimeLimitActions: slices.Clone(in.TimeLimitActions), Tags: maps.Clone(in.Tags)}
+		qs := &queueState{q: q, shares: map[string]*quotashare.QuotaShare{}, live: map[string]int{}, sched: sched.New(e.cfg.Sched)}
+		if err := qs.sched.SetCapacity(e.envs[envARN].Limits); err != nil {
+			return invalid("serviceEnvironmentOrder: %v", err)
+		}
+		e.queues[arn] = qs
+		e.touch(kindQueue, arn)
+		out = *q
+		return nil
+	})
+	return out, err
+}
+
+// UpdateQueue changes a queue's state, priority, policy, environment (only while no job
+// holds capacity) or time-limit actions.
+func (e *Engine) UpdateQueue(ref string, in QueueInput) (out quotashare.Queue, err error) {
+	arn, err := e.ref("jobQueue", "job-queue", ref)
+	if err != nil {
+		return out, err
+	}
+	if in.Priority != nil && (*in.Priority < 0 || *in.Priority > 1000) {
+		return out, invalid("priority: %d must be from 0 to 1000", *in.Priority)
+	}
+	if in.ComputeEnvironments > 0 {
+		return out, invalid("computeEnvironmentOrder: a SAGEMAKER_TRAINING queue takes a serviceEnvironmentOrder, not compute environments")
+	}
+	if err := checkTimeLimitActions(in.TimeLimitActions); err != nil {
+		return out, err
+	}
+	err = e.write(func(time.Time) error {
+		qs := e.queues[arn]
+		if qs == nil {
+			return quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", ref)
+		}
+		disabled, err := state("state", in.State, qs.q.Disabled)
+		if err != nil {
+			return err
+		}
+		if in.PolicyARN != "" {
+			if err := e.checkPolicyRef("schedulingPolicyArn", in.PolicyARN); err != nil {
+				return err
+			}
+		}
+		envARN, order := qs.q.EnvironmentARN, qs.q.EnvironmentOrder
+		if in.EnvOrderSet {
+			if envARN, order, err = e.checkEnvOrder(in.EnvOrder, arn); err != nil {
+				return err
+			}
+			if envARN != qs.q.EnvironmentARN {
+				for _, u := range qs.sched.Capacity() {
+					if u.InUse > 0 {
+						return quotashare.Errorf(quotashare.Conflict, "serviceEnvironmentOrder: jobs of queue %s still hold %d %s; the environment can change once none holds capacity", qs.q.Name, u.InUse, u.InstanceType)
+					}
+				}
+				if err := qs.sched.SetCapacity(e.envs[envARN].Limits); err != nil {
+					return invalid("serviceEnvironmentOrder: %v", err)
+				}
+			}
+		}
+		q := qs.q
+		q.Disabled, q.EnvironmentARN, q.EnvironmentOrder = disabled, envARN, order
+		if in.PolicyARN != "" {
+			q.PolicyARN = in.PolicyARN
+		}
+		if in.Priority != nil {
+			q.Priority = *in.Priority
+		}
+		if in.TimeLimitActionsSet {
+			q.TimeLimitActions = slices.Clone(in.TimeLimitActions)
+		}
+		qs.dirty = true
+		e.touch(kindQueue, arn)
+		out = *q
+		return nil
+	})
+	return out, err
+}
+
+// DescribeQueues returns the queues named (names or ARNs; unknown ones are left out), or
+// all of them, sorted by name.
+func (e *Engine) DescribeQueues(refs []string) ([]quotashare.Queue, error) {
+	if len(refs) > 100 {
+		return nil, invalid("jobQueues: %d names is more than the 100 allowed", len(refs))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []quotashare.Queue
+	add := func(qs *queueState) {
+		c := *qs.q
+		c.Tags = maps.Clone(qs.q.Tags)
+		out = append(out, c)
+	}
+	if len(refs) == 0 {
+		for _, qs := range e.queues {
+			add(qs)
+		}
+	}
+	for _, r := range refs {
+		arn, err := e.ref("jobQueues", "job-queue", r)
+		if err != nil {
+			return nil, err
+		}
+		if qs := e.queues[arn]; qs != nil {
+			add(qs)
+		}
+	}
+	slices.SortFunc(out, func(a, b quotashare.Queue) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// DeleteQueue deletes a DISABLED queue that has no quota shares left.
+func (e *Engine) DeleteQueue(ref string) error {
+	arn, err := e.ref("jobQueue", "job-queue", ref)
+	if err != nil {
+		return err
+	}
+	return e.write(func(time.Time) error {
+		qs := e.queues[arn]
+		if qs == nil {
+			return quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", ref)
+		}
+		if !qs.q.Disabled {
+			return quotashare.Errorf(quotashare.Conflict, "jobQueue: %s is ENABLED; set its state to DISABLED first", qs.q.Name)
+		}
+		if len(qs.shares) > 0 {
+			return quotashare.Errorf(quotashare.Conflict, "jobQueue: %s still has %d quota share(s); disable and delete them first (that terminates their jobs)", qs.q.Name, len(qs.shares))
+		}
+		delete(e.queues, arn)
+		for _, j := range qs.jobs {
+			delete(e.jobs, j.ID)
+			delete(e.tokens, j.ClientToken)
+			e.touchJob(j)
+		}
+		e.touch(kindQueue, arn)
+		return nil
+	})
+}
+
+// ---- quota shares ----
+
+// ShareInput is CreateQuotaShare's request, and UpdateQuotaShare's where nil and ""
+// keep the current value.
+type ShareInput struct {
+	Name, Queue       string
+	Limits            []quotashare.Demand
+	Strategy          quotashare.Strategy
+	BorrowLimit       *int
+	InSharePreemption string
+	State             string
+	Tags              map[string]string
+}
+
+func inShare(v string, def bool) (bool, error) {
+	switch v {
+	case "":
+		return def, nil
+	case "ENABLED":
+		return true, nil
+	case "DISABLED":
+		return false, nil
+	}
+	return false, invalid("preemptionConfiguration.inSharePreemption: %q must be ENABLED or DISABLED", v)
+}
+
+func checkShareLimits(limits []quotashare.Demand) error {
+	for i, d := range limits {
+		if d.Count < 1 {
+			return invalid("capacityLimits[%d].maxCapacity: %d must be at least 1", i, d.Count)
+		}
+	}
+	return nil
+}
+
+// shareConfig merges an update into a share's configuration and validates the result.
+func shareConfig(cur quotashare.QuotaShare, in ShareInput, creating bool) (quotashare.QuotaShare, error) {
+	if in.Limits != nil {
+		if err := checkShareLimits(in.Limits); err != nil {
+			return cur, err
+		}
+		cur.Limits = slices.Clone(in.Limits)
+	}
+	if in.Strategy != "" {
+		cur.Strategy = in.Strategy
+		if !in.Strategy.Borrows() && in.BorrowLimit == nil {
+			cur.BorrowLimit = quotashare.UnlimitedBorrow
+		}
+	}
+	if in.BorrowLimit != nil {
+		if cur.Strategy != quotashare.LendAndBorrow {
+			return cur, invalid("resourceSharingConfiguration.borrowLimit: applies only to strategy LEND_AND_BORROW, not %s; leave it out", cur.Strategy)
+		}
+		if *in.BorrowLimit < -1 {
+			return cur, invalid("resourceSharingConfiguration.borrowLimit: %d must be -1 (unlimited) or a percentage of at least 0", *in.BorrowLimit)
+		}
+		cur.BorrowLimit = *in.BorrowLimit
+	} else if creating {
+		cur.BorrowLimit = quotashare.UnlimitedBorrow
+	}
+	var err error
+	if cur.InSharePreemption, err = inShare(in.InSharePreemption, cur.InSharePreemption); err != nil {
+		return cur, err
+	}
+	if cur.Disabled, err = state("state", in.State, cur.Disabled); err != nil {
+		return cur, err
+	}
+	if err := sched.CheckShare(schedShare(&cur)); err != nil {
+		return cur, invalid("%v", err)
+	}
+	return cur, nil
+}
+
+// shareByARN finds a share. Call with e.mu held.
+func (e *Engine) shareByARN(arn string) *quotashare.QuotaShare {
+	q, name, ok := strings.Cut(arn, "/quota-share/")
+	if !ok {
+		return nil
+	}
+	if qs := e.queues[q]; qs != nil {
+		return qs.shares[name]
+	}
+	return nil
+}
+
+// CreateShare creates a quota share.
+func (e *Engine) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error) {
+	if err := checkName("quotaShareName", in.Name); err != nil {
+		return out, err
+	}
+	if in.Strategy == "" {
+		return out, invalid("resourceSharingConfiguration.strategy: is required (RESERVE, LEND or LEND_AND_BORROW)")
+	}
+	if in.InSharePreemption == "" {
+		return out, invalid("preemptionConfiguration.inSharePreemption: is required (ENABLED or DISABLED)")
+	}
+	if len(in.Limits) == 0 {
+		return out, invalid("capacityLimits: a quota share needs 1 to %d limits, one per instance type", sched.MaxShareLimits)
+	}
+	if err := CheckTags("tags", in.Tags); err != nil {
+		return out, err
+	}
+	cfg, err := shareConfig(quotashare.QuotaShare{Name: in.Name}, in, true)
+	if err != nil {
+		return out, err
+	}
+	qarn, err := e.ref("jobQueue", "job-queue", in.Queue)
+	if err != nil {
+		return out, err
+	}
+	err = e.write(func(time.Time) error {
+		qs := e.queues[qarn]
+		if qs == nil {
+			return invalid("jobQueue: %s does not exist", in.Queue)
+		}
+		if qs.shares[in.Name] != nil {
+			return quotashare.Errorf(quotashare.Conflict, "Quota share %s already exists in job queue %s", in.Name, qs.q.Name)
+		}
+		cfg.QueueARN = qarn
+		cfg.ARN = qarn + "/quota-share/" + in.Name
+		cfg.Tags = maps.Clone(in.Tags)
+		if err := qs.sched.SetShare(schedShare(&cfg)); err != nil {
+			return invalid("%v", err)
+		}
+		s := &cfg
+		qs.shares[in.Name] = s
+		qs.dirty = true
+		e.touch(kindShare, s.ARN)
+		out = *s
+		return nil
+	})
+	return out, err
+}
+
+// UpdateShare changes a share. A limit lowered below usage makes the excess borrowed:
+// reclaimable when an owner needs it.
+func (e *Engine) UpdateShare(arn string, in ShareInput) (out quotashare.QuotaShare, err error) {
+	err = e.write(func(time.Time) error {
+		s := e.shareByARN(arn)
+		if s == nil {
+			return quotashare.Errorf(quotashare.NotFound, "quotaShareArn: quota share %s does not exist", arn)
+		}
+		if s.Deleting {
+			return quotashare.Errorf(quotashare.Conflict, "quotaShareArn: quota share %s is being deleted", s.Name)
+		}
+		cfg, err := shareConfig(*s, in, false)
+		if err != nil {
+			return err
+		}
+		qs := e.queues[s.QueueARN]
+		if err := qs.sched.SetShare(schedShare(&cfg)); err != nil {
+			return invalid("%v", err)
+		}
+		*s = cfg
+		qs.dirty = true
+		qs.fresh = append(qs.fresh, qs.runnable()...)
+		e.touch(kindShare, arn)
+		out = *s
+		out.Tags = maps.Clone(s.Tags)
+		return nil
+	})
+	return out, err
+}
+
+// DescribeShare returns a share; a missing one is an error that says "does not exist".
+func (e *Engine) DescribeShare(arn string) (quotashare.QuotaShare, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.shareByARN(arn)
+	if s == nil {
+		return quotashare.QuotaShare{}, quotashare.Errorf(quotashare.NotFound, "quotaShareArn: quota share %s does not exist", arn)
+	}
+	c := *s
+	c.Tags = maps.Clone(s.Tags)
+	return c, nil
+}
+
+// ListShares returns a queue's shares, sorted by name.
+func (e *Engine) ListShares(queue string) ([]quotashare.QuotaShare, error) {
+	arn, err := e.ref("jobQueue", "job-queue", queue)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qs := e.queues[arn]
+	if qs == nil {
+		return nil, quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", queue)
+	}
+	var out []quotashare.QuotaShare
+	for _, name := range slices.Sorted(maps.Keys(qs.shares)) {
+		out = append(out, *qs.shares[name])
+	}
+	return out, nil
+}
+
+// DeleteShare deletes a DISABLED share: its waiting jobs fail at once, its running ones
+// are stopped, and the share is gone when the last of them has stopped.
+func (e *Engine) DeleteShare(arn string) error {
+	return e.write(func(now time.Time) error {
+		s := e.shareByARN(arn)
+		if s == nil {
+			return quotashare.Errorf(quotashare.NotFound, "quotaShareArn: quota share %s does not exist", arn)
+		}
+		if !s.Disabled {
+			return quotashare.Errorf(quotashare.Conflict, "quotaShareArn: quota share %s is ENABLED; set its state to DISABLED first", s.Name)
+		}
+		if s.Deleting {
+			return nil
+		}
+		s.Deleting = true
+		e.touch(kindShare, arn)
+		qs := e.queues[s.QueueARN]
+		for _, j := range qs.jobs {
+			if j.Share == s.Name && !j.Status.Done() {
+				e.terminate(qs, j, "Quota share "+s.Name+" was deleted", now)
+			}
+		}
+		if qs.live[s.Name] == 0 {
+			e.dropShare(qs, s)
+		}
+		return nil
+	})
+}

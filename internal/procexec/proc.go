@@ -1,0 +1,65 @@
+package procexec
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// stat returns the fields of /proc/<pid>/stat after the command name: [0] is the state,
+// [2] the process group, [19] the start time.
+func stat(pid int) ([]string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, false
+	}
+	i := bytes.LastIndexByte(b, ')') // the command name may hold spaces and parentheses
+	if i < 0 {
+		return nil, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return nil, false
+	}
+	return f, true
+}
+
+// startTime returns when the process started, in clock ticks since boot.
+func startTime(pid int) (uint64, bool) {
+	f, ok := stat(pid)
+	if !ok {
+		return 0, false
+	}
+	t, err := strconv.ParseUint(f[19], 10, 64)
+	return t, err == nil
+}
+
+// alive reports whether pid is still the process that started at start, and not a zombie.
+func alive(pid int, start uint64) bool {
+	f, ok := stat(pid)
+	if !ok || f[0] == "Z" || f[0] == "X" {
+		return false
+	}
+	t, err := strconv.ParseUint(f[19], 10, 64)
+	return err == nil && t == start
+}
+
+// groupAlive reports whether any live (non-zombie) process is in the process group.
+func groupAlive(pgid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	want := strconv.Itoa(pgid)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f, ok := stat(pid); ok && f[2] == want && f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
+}

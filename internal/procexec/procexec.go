@@ -1,0 +1,695 @@
+// Package procexec is the local executor: it runs each instance of an attempt as a
+// process on this host, from the SageMaker CreateTrainingJob payload's
+// ContainerEntrypoint + ContainerArguments, each in its own process group and working
+// folder, with SageMaker's usual environment and its share of the host's GPUs.
+//
+// Every instance runs under a small sh supervisor that writes the program's exit code to
+// a file when it ends, so the status of a process survives a crash of the server: after
+// a restart, Recover adopts the processes still alive (checked by pid and start time, so a
+// reused pid is never taken for ours) and reads the exit code of those that ended.
+//
+// Stop sends SIGTERM to every process group of the attempt, then SIGKILL after the grace
+// period; an attempt is reported gone only when no process of its groups is left.
+package procexec
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/trainingjob"
+)
+
+// GPUsPerInstance is the built-in table of instance types to GPU counts; Config.GPUTable
+// extends or overrides it. Types not listed have no GPUs.
+var GPUsPerInstance = map[string]int{
+	"ml.g4dn.xlarge": 1, "ml.g4dn.2xlarge": 1, "ml.g4dn.4xlarge": 1, "ml.g4dn.8xlarge": 1, "ml.g4dn.12xlarge": 4, "ml.g4dn.16xlarge": 1,
+	"ml.g5.xlarge": 1, "ml.g5.2xlarge": 1, "ml.g5.4xlarge": 1, "ml.g5.8xlarge": 1, "ml.g5.12xlarge": 4, "ml.g5.16xlarge": 1,
+	"ml.g5.24xlarge": 4, "ml.g5.48xlarge": 8,
+	"ml.g6.xlarge": 1, "ml.g6.2xlarge": 1, "ml.g6.4xlarge": 1, "ml.g6.8xlarge": 1, "ml.g6.12xlarge": 4, "ml.g6.16xlarge": 1,
+	"ml.g6.24xlarge": 4, "ml.g6.48xlarge": 8,
+	"ml.g6e.xlarge": 1, "ml.g6e.12xlarge": 4, "ml.g6e.48xlarge": 8,
+	"ml.p3.2xlarge": 1, "ml.p3.8xlarge": 4, "ml.p3.16xlarge": 8, "ml.p3dn.24xlarge": 8,
+	"ml.p4d.24xlarge": 8, "ml.p4de.24xlarge": 8, "ml.p5.48xlarge": 8, "ml.p5e.48xlarge": 8, "ml.p5en.48xlarge": 8,
+}
+
+// Config configures an Executor.
+type Config struct {
+	// Dir holds a folder per attempt, with a folder per instance (logs, model, output).
+	Dir string
+	// Grace is how long a stopped attempt has between SIGTERM and SIGKILL.
+	Grace time.Duration
+	// GPUs are this host's GPU ids to hand out; empty means capacity is logical.
+	GPUs []string
+	// GPUTable extends GPUsPerInstance.
+	GPUTable map[string]int
+	// Report receives the attempts' reports.
+	Report func(quotashare.Report)
+	// Now is the clock (default time.Now); Poll how often adopted processes and process
+	// groups are checked (default 100ms).
+	Now  func() time.Time
+	Poll time.Duration
+}
+
+// Executor runs attempts as local processes.
+type Executor struct {
+	cfg  Config
+	mu   sync.Mutex
+	runs map[string]*run
+	gpus map[string]string // GPU id -> attempt using it
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+var _ quotashare.Executor = (*Executor)(nil)
+
+// run is one attempt.
+type run struct {
+	spec      quotashare.AttemptSpec
+	dir       string
+	state     runState
+	stopping  bool
+	killed    bool
+	timedOut  bool
+	timer     *time.Timer
+	instances int
+	exited    int
+	launchErr error
+}
+
+// runState is what the attempt's folder records: enough to adopt it after a restart.
+type runState struct {
+	// Launching is set before the first process starts and cleared once every
+	// instance's pid is recorded.
+	Launching bool
+	Instances []instanceState
+}
+
+type instanceState struct {
+	Host      string
+	Type      string
+	PID       int
+	StartTime uint64 // /proc/<pid>/stat field 22: when the process started, in clock ticks
+	GPUs      []string
+}
+
+// New returns an executor. Call Recover once before Start.
+func New(cfg Config) (*Executor, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 100 * time.Millisecond
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	return &Executor{cfg: cfg, runs: map[string]*run{}, gpus: map[string]string{}, done: make(chan struct{})}, nil
+}
+
+// GPUsFor returns how many GPUs one instance of the type gets.
+func (x *Executor) GPUsFor(instanceType string) int {
+	if n, ok := x.cfg.GPUTable[instanceType]; ok {
+		return n
+	}
+	return GPUsPerInstance[instanceType]
+}
+
+// Check says whether this executor can run the payload.
+func (x *Executor) Check(payload string) error {
+	req, err := trainingjob.Parse(payload)
+	if err != nil {
+		return err
+	}
+	if len(req.AlgorithmSpecification.ContainerEntrypoint) == 0 {
+		return fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint: is required by the local executor, which runs ContainerEntrypoint + ContainerArguments as a process on this host")
+	}
+	need, err := req.Need()
+	if err != nil {
+		return err
+	}
+	if len(x.cfg.GPUs) > 0 {
+		for _, d := range need {
+			if g := x.GPUsFor(d.InstanceType); g > len(x.cfg.GPUs) {
+				return fmt.Errorf("serviceRequestPayload.ResourceConfig.InstanceType: one %s needs %d GPUs and this host has %d", d.InstanceType, g, len(x.cfg.GPUs))
+			}
+		}
+	}
+	return nil
+}
+
+func (x *Executor) report(r quotashare.Report) {
+	if r.At.IsZero() {
+		r.At = x.cfg.Now()
+	}
+	x.cfg.Report(r)
+}
+
+// Start launches one process per instance. A second Start of the same attempt does nothing.
+func (x *Executor) Start(spec quotashare.AttemptSpec) error {
+	x.mu.Lock()
+	if x.runs[spec.AttemptID] != nil {
+		x.mu.Unlock()
+		return nil
+	}
+	dir := filepath.Join(x.cfg.Dir, spec.AttemptID)
+	if _, err := os.Stat(filepath.Join(dir, "state.json")); err == nil {
+		// Started before a restart that Recover did not see: adopt it.
+		x.mu.Unlock()
+		return x.Recover([]quotashare.AttemptSpec{spec})
+	}
+	r := &run{spec: spec, dir: dir}
+	x.runs[spec.AttemptID] = r
+	err := x.launch(r)
+	x.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptRunning})
+	return nil
+}
+
+// launch starts the processes. Call with x.mu held.
+func (x *Executor) launch(r *run) error {
+	req, err := trainingjob.Parse(r.spec.Payload)
+	if err != nil {
+		return x.failLaunch(r, err)
+	}
+	var types []string
+	for _, d := range r.spec.Need {
+		for range d.Count {
+			types = append(types, d.InstanceType)
+		}
+	}
+	// GPUs first: an attempt that cannot have its GPUs does not start at all.
+	need := 0
+	for _, t := range types {
+		need += x.GPUsFor(t)
+	}
+	var free []string
+	if len(x.cfg.GPUs) > 0 {
+		for _, g := range x.cfg.GPUs {
+			if x.gpus[g] == "" {
+				free = append(free, g)
+			}
+		}
+		if need > len(free) {
+			delete(x.runs, r.spec.AttemptID)
+			go x.report(quotashare.Report{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
+				Reason: fmt.Sprintf("CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the attempt needs %d GPUs and %d of this host's %d are free", need, len(free), len(x.cfg.GPUs))})
+			return nil
+		}
+	}
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return x.failLaunch(r, err)
+	}
+	hosts := make([]string, len(types))
+	for i := range types {
+		hosts[i] = fmt.Sprintf("algo-%d", i+1)
+	}
+	r.state = runState{Launching: true}
+	for i, t := range types {
+		is := instanceState{Host: hosts[i], Type: t}
+		if len(x.cfg.GPUs) > 0 {
+			n := x.GPUsFor(t)
+			is.GPUs, free = free[:n:n], free[n:]
+			for _, g := range is.GPUs {
+				x.gpus[g] = r.spec.AttemptID
+			}
+		}
+		r.state.Instances = append(r.state.Instances, is)
+	}
+	if err := x.save(r); err != nil {
+		return x.failLaunch(r, err)
+	}
+	r.instances = len(types)
+	for i := range r.state.Instances {
+		is := &r.state.Instances[i]
+		cmd, err := x.command(r, req, is, hosts)
+		if err == nil {
+			err = cmd.Start()
+			// The child holds its own copies of the log files now.
+			cmd.Stdout.(*os.File).Close()
+			cmd.Stderr.(*os.File).Close()
+		}
+		if err != nil {
+			if i == 0 {
+				return x.failLaunch(r, fmt.Errorf("starting %s: %w", is.Host, err))
+			}
+			// Stop what did start: the attempt fails as a whole once those are gone.
+			r.launchErr = fmt.Errorf("starting %s: %w", is.Host, err)
+			r.instances, r.killed = i, true
+			x.signal(r, syscall.SIGKILL)
+			return nil
+		}
+		is.PID = cmd.Process.Pid
+		is.StartTime, _ = startTime(is.PID)
+		x.watch(r, is, cmd)
+	}
+	r.state.Launching = false
+	if err := x.save(r); err != nil {
+		x.signal(r, syscall.SIGKILL)
+		return err
+	}
+	x.arm(r)
+	return nil
+}
+
+func (x *Executor) failLaunch(r *run, err error) error {
+	delete(x.runs, r.spec.AttemptID)
+	x.release(r)
+	return err
+}
+
+// command builds the supervised process of one instance.
+func (x *Executor) command(r *run, req *trainingjob.Request, is *instanceState, hosts []string) (*exec.Cmd, error) {
+	idir := filepath.Join(r.dir, is.Host)
+	for _, d := range []string{"work", "model", "output/data"} {
+		if err := os.MkdirAll(filepath.Join(idir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	// The files go to the process as they are; the parent's copies are closed by
+	// cmd.Wait or, for a process that failed to start, by the caller.
+	stdout, err := os.Create(filepath.Join(idir, "stdout.log"))
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := os.Create(filepath.Join(idir, "stderr.log"))
+	if err != nil {
+		stdout.Close()
+		return nil, err
+	}
+	argv := append(slices.Clone(req.AlgorithmSpecification.ContainerEntrypoint), req.AlgorithmSpecification.ContainerArguments...)
+	// The supervisor: the trap keeps sh alive through SIGTERM (the handler runs once the
+	// foreground program has exited; the program itself gets the default disposition
+	// back at exec) so that it can record the program's exit code.
+	script := `trap : TERM INT; "$@"; c=$?; echo $c > "$QUOTASHARE_EXIT_FILE.tmp" && mv "$QUOTASHARE_EXIT_FILE.tmp" "$QUOTASHARE_EXIT_FILE"; exit $c`
+	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "sh"}, argv...)...)
+	cmd.Dir = filepath.Join(idir, "work")
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = x.environ(r, req, is, hosts, idir)
+	return cmd, nil
+}
+
+func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, hosts []string, idir string) []string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range req.Environment {
+		env[k] = v
+	}
+	hostsJSON, _ := json.Marshal(hosts)
+	hps := req.HyperParameters
+	if hps == nil {
+		hps = map[string]string{}
+	}
+	hpsJSON, _ := json.Marshal(hps)
+	env["SM_CURRENT_HOST"] = is.Host
+	env["SM_HOSTS"] = string(hostsJSON)
+	env["SM_HPS"] = string(hpsJSON)
+	for k, v := range hps {
+		env["SM_HP_"+strings.ToUpper(envName(k))] = v
+	}
+	env["SM_MODEL_DIR"] = filepath.Join(idir, "model")
+	env["SM_OUTPUT_DATA_DIR"] = filepath.Join(idir, "output", "data")
+	env["SM_CURRENT_INSTANCE_TYPE"] = is.Type
+	var channels []string
+	for _, c := range req.InputDataConfig {
+		if p := c.LocalPath(); p != "" {
+			env["SM_CHANNEL_"+strings.ToUpper(envName(c.ChannelName))] = p
+			channels = append(channels, c.ChannelName)
+		}
+	}
+	chJSON, _ := json.Marshal(append([]string{}, channels...))
+	env["SM_CHANNELS"] = string(chJSON)
+	env["SM_NUM_GPUS"] = strconv.Itoa(len(is.GPUs))
+	if len(x.cfg.GPUs) > 0 {
+		env["CUDA_VISIBLE_DEVICES"] = strings.Join(is.GPUs, ",")
+		env["NVIDIA_VISIBLE_DEVICES"] = strings.Join(is.GPUs, ",")
+		if len(is.GPUs) == 0 {
+			env["NVIDIA_VISIBLE_DEVICES"] = "void"
+		}
+	}
+	env["QUOTASHARE_JOB_ID"] = r.spec.JobID
+	env["QUOTASHARE_ATTEMPT_ID"] = r.spec.AttemptID
+	env["QUOTASHARE_EXIT_FILE"] = filepath.Join(idir, "exitcode")
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(mapsKeys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+func mapsKeys(m map[string]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// envName turns a channel or hyperparameter name into an environment variable's part.
+func envName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+func (x *Executor) save(r *run) error {
+	b, err := json.Marshal(r.state)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(r.dir, "state.json.tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(r.dir, "state.json"))
+}
+
+// arm starts the attempt's timeout. Call with x.mu held.
+func (x *Executor) arm(r *run) {
+	if r.spec.Timeout <= 0 {
+		return
+	}
+	left := r.spec.Timeout
+	if !r.spec.StartedAt.IsZero() {
+		left -= x.cfg.Now().Sub(r.spec.StartedAt)
+	}
+	r.timer = time.AfterFunc(max(left, 0), func() {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if x.runs[r.spec.AttemptID] == r && !r.stopping {
+			r.timedOut = true
+			x.stop(r)
+		}
+	})
+}
+
+// watch waits for one instance: for the supervisor to exit, then for its process group
+// to be empty. cmd is nil for an adopted process.
+func (x *Executor) watch(r *run, is *instanceState, cmd *exec.Cmd) {
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		if cmd != nil {
+			cmd.Wait()
+		} else {
+			for alive(is.PID, is.StartTime) {
+				if !x.sleep() {
+					return
+				}
+			}
+		}
+		for groupAlive(is.PID) {
+			if !x.sleep() {
+				return
+			}
+		}
+		x.exited(r)
+	}()
+}
+
+func (x *Executor) sleep() bool {
+	select {
+	case <-x.done:
+		return false
+	case <-time.After(x.cfg.Poll):
+		return true
+	}
+}
+
+// exited counts an instance gone; the last one ends the attempt.
+func (x *Executor) exited(r *run) {
+	x.mu.Lock()
+	r.exited++
+	if r.exited < r.instances || x.runs[r.spec.AttemptID] != r {
+		x.mu.Unlock()
+		return
+	}
+	delete(x.runs, r.spec.AttemptID)
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	x.release(r)
+	rep := x.result(r)
+	x.mu.Unlock()
+	x.report(rep)
+}
+
+func (x *Executor) release(r *run) {
+	for g, a := range x.gpus {
+		if a == r.spec.AttemptID {
+			delete(x.gpus, g)
+		}
+	}
+}
+
+// result reads the instances' exit codes and says what happened.
+func (x *Executor) result(r *run) quotashare.Report {
+	rep := quotashare.Report{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptExited}
+	var failed []string
+	for _, is := range r.state.Instances {
+		idir := filepath.Join(r.dir, is.Host)
+		b, err := os.ReadFile(filepath.Join(idir, "exitcode"))
+		code, cerr := strconv.Atoi(strings.TrimSpace(string(b)))
+		switch {
+		case err != nil || cerr != nil:
+			why := "was killed before it could exit (SIGKILL)"
+			if !r.killed {
+				why = "ended without an exit status (killed, or lost while the server was down)"
+			}
+			failed = append(failed, fmt.Sprintf("%s %s%s", is.Host, why, tail(idir)))
+			if rep.ExitCode == nil {
+				c := 137
+				rep.ExitCode = &c
+			}
+		case code != 0:
+			what := fmt.Sprintf("exit code %d", code)
+			if code > 128 && code < 160 {
+				what += fmt.Sprintf(" (signal %d)", code-128)
+			}
+			failed = append(failed, fmt.Sprintf("%s %s%s", is.Host, what, tail(idir)))
+			if rep.ExitCode == nil {
+				rep.ExitCode = &code
+			}
+		}
+	}
+	switch {
+	case r.launchErr != nil:
+		rep.Reason = "CannotStart: " + r.launchErr.Error()
+	case r.timedOut:
+		rep.Reason = fmt.Sprintf("Timeout: the attempt ran longer than its limit of %s and was stopped", r.spec.Timeout)
+		if len(failed) > 0 {
+			rep.Reason += "; " + strings.Join(failed, "; ")
+		}
+	case len(failed) == 0:
+		rep.Success = true
+		rep.Reason = fmt.Sprintf("Completed: all %d instance(s) exited 0", len(r.state.Instances))
+	default:
+		rep.Reason = "AlgorithmError: " + strings.Join(failed, "; ")
+	}
+	return rep
+}
+
+// tail returns the last lines of an instance's stderr (or stdout), for a statusReason.
+func tail(idir string) string {
+	for _, name := range []string{"stderr.log", "stdout.log"} {
+		b, err := os.ReadFile(filepath.Join(idir, name))
+		if err != nil || len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		if len(b) > 4096 {
+			b = b[len(b)-4096:]
+		}
+		var lines []string
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if l := strings.TrimSpace(sc.Text()); l != "" {
+				lines = append(lines, l)
+			}
+		}
+		lines = lines[max(0, len(lines)-3):]
+		s := strings.Join(lines, " | ")
+		if len(s) > 300 {
+			s = "..." + s[len(s)-297:]
+		}
+		return fmt.Sprintf(" [last output: %s]", s)
+	}
+	return ""
+}
+
+// Stop sends SIGTERM to the attempt's process groups, then SIGKILL after the grace.
+func (x *Executor) Stop(attemptID string) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	r := x.runs[attemptID]
+	if r == nil || r.stopping {
+		return nil
+	}
+	x.stop(r)
+	return nil
+}
+
+// stop begins the stop sequence. Call with x.mu held.
+func (x *Executor) stop(r *run) {
+	r.stopping = true
+	x.signal(r, syscall.SIGTERM)
+	time.AfterFunc(x.cfg.Grace, func() {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if x.runs[r.spec.AttemptID] == r {
+			r.killed = true
+			x.signal(r, syscall.SIGKILL)
+		}
+	})
+}
+
+func (x *Executor) signal(r *run, sig syscall.Signal) {
+	for _, is := range r.state.Instances {
+		if is.PID > 0 {
+			syscall.Kill(-is.PID, sig)
+		}
+	}
+}
+
+// Recover adopts the attempts the server says hold capacity: processes still alive are
+// watched again; an attempt whose processes ended reports how; an attempt that never
+// started is started now (the server crashed between deciding and acting).
+func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
+	for _, spec := range specs {
+		x.mu.Lock()
+		if x.runs[spec.AttemptID] != nil {
+			x.mu.Unlock()
+			continue
+		}
+		dir := filepath.Join(x.cfg.Dir, spec.AttemptID)
+		b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+		if errors.Is(err, os.ErrNotExist) {
+			x.mu.Unlock()
+			if spec.Stopping {
+				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
+					Reason: "Stopped before it started"})
+				continue
+			}
+			if err := x.Start(spec); err != nil {
+				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
+					Reason: "CannotStart: " + err.Error()})
+			}
+			continue
+		}
+		r := &run{spec: spec, dir: dir}
+		if err == nil {
+			err = json.Unmarshal(b, &r.state)
+		}
+		if err != nil {
+			x.mu.Unlock()
+			return fmt.Errorf("attempt %s: %w", spec.AttemptID, err)
+		}
+		if r.state.Launching {
+			// The server died while launching: kill whatever of it started, and have the
+			// job requeued so that it runs once, cleanly.
+			for _, is := range r.state.Instances {
+				if is.PID > 0 && alive(is.PID, is.StartTime) {
+					syscall.Kill(-is.PID, syscall.SIGKILL)
+				}
+			}
+			x.mu.Unlock()
+			x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
+				Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the server stopped while launching the attempt"})
+			continue
+		}
+		x.runs[spec.AttemptID] = r
+		r.instances = len(r.state.Instances)
+		for i := range r.state.Instances {
+			is := &r.state.Instances[i]
+			for _, g := range is.GPUs {
+				x.gpus[g] = spec.AttemptID
+			}
+			x.watch(r, is, nil)
+		}
+		if spec.Stopping {
+			x.stop(r)
+		} else {
+			x.arm(r)
+		}
+		x.mu.Unlock()
+		if !spec.Stopping && spec.StartedAt.IsZero() {
+			x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptRunning})
+		}
+	}
+	return nil
+}
+
+// Close stops watching; the processes go on, to be adopted by the next Recover.
+func (x *Executor) Close() error {
+	x.mu.Lock()
+	select {
+	case <-x.done:
+	default:
+		close(x.done)
+	}
+	for _, r := range x.runs {
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+	}
+	x.mu.Unlock()
+	return nil
+}
+
+// LogPath is the file holding one instance's stdout or stderr of an attempt.
+func (x *Executor) LogPath(attemptID, host, stream string) string {
+	return filepath.Join(x.cfg.Dir, attemptID, host, stream+".log")
+}
+
+// Hosts lists the instance folders of an attempt (algo-1, algo-2, ...).
+func (x *Executor) Hosts(attemptID string) []string {
+	b, err := os.ReadFile(filepath.Join(x.cfg.Dir, attemptID, "state.json"))
+	if err != nil {
+		return nil
+	}
+	var st runState
+	if json.Unmarshal(b, &st) != nil {
+		return nil
+	}
+	var hosts []string
+	for _, is := range st.Instances {
+		hosts = append(hosts, is.Host)
+	}
+	return hosts
+}

@@ -1,0 +1,136 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/aws/smithy-go"
+)
+
+var ctx = context.Background()
+
+// newClient is the official SDK client pointed at a server.
+func newClient(url string) *batch.Client {
+	return batch.New(batch.Options{
+		BaseEndpoint: aws.String(url),
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+	})
+}
+
+// start runs a real server on a free port in dir and returns it with an SDK client.
+func start(t *testing.T, dir string, grace time.Duration) (*Server, *batch.Client) {
+	t.Helper()
+	s, err := Start(Config{Addr: "127.0.0.1:0", Data: dir, Grace: grace, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, newClient(s.URL)
+}
+
+// clientError asserts that err is a ClientException whose message contains want.
+func clientError(t *testing.T, err error, want string) {
+	t.Helper()
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("got %v, want a ClientException containing %q", err, want)
+	}
+	if ae.ErrorCode() != "ClientException" || !strings.Contains(ae.ErrorMessage(), want) {
+		t.Fatalf("got %s %q, want ClientException containing %q", ae.ErrorCode(), ae.ErrorMessage(), want)
+	}
+}
+
+func must[T any](t *testing.T) func(v T, err error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// setup creates a policy, an environment of capacity ml.g5.xlarge, a queue, and shares.
+func setup(t *testing.T, c *batch.Client, queue string, capacity int32, shares ...*batch.CreateQuotaShareInput) string {
+	t.Helper()
+	p := must[*batch.CreateSchedulingPolicyOutput](t)(c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{
+		Name: aws.String(queue + "-policy"), QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}}))
+	must[*batch.CreateServiceEnvironmentOutput](t)(c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{
+		ServiceEnvironmentName: aws.String(queue + "-env"), ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(capacity)}}}))
+	q := must[*batch.CreateJobQueueOutput](t)(c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{
+		JobQueueName: aws.String(queue), Priority: aws.Int32(1), JobQueueType: types.JobQueueTypeSagemakerTraining,
+		SchedulingPolicyArn:     p.Arn,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String(queue + "-env")}}}))
+	for _, s := range shares {
+		s.JobQueue = aws.String(queue)
+		must[*batch.CreateQuotaShareOutput](t)(c.CreateQuotaShare(ctx, s))
+	}
+	return *q.JobQueueArn
+}
+
+func share(name string, strategy types.QuotaShareResourceSharingStrategy, limit int32, borrow *int32, inShare bool) *batch.CreateQuotaShareInput {
+	ip := types.QuotaShareInSharePreemptionStateDisabled
+	if inShare {
+		ip = types.QuotaShareInSharePreemptionStateEnabled
+	}
+	return &batch.CreateQuotaShareInput{QuotaShareName: aws.String(name),
+		CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(limit)}},
+		ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: strategy, BorrowLimit: borrow},
+		PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: ip}}
+}
+
+// payload is a CreateTrainingJob request for count ml.g5.xlarge that runs script in sh.
+func payload(script string, count int) string {
+	b, _ := json.Marshal(map[string]any{
+		"TrainingJobName":        "t",
+		"AlgorithmSpecification": map[string]any{"TrainingInputMode": "File", "ContainerEntrypoint": []string{"sh", "-c", script}},
+		"ResourceConfig":         map[string]any{"InstanceType": "ml.g5.xlarge", "InstanceCount": count},
+	})
+	return string(b)
+}
+
+// gated is a job script that runs until the file exists (and writes a checkpoint on SIGTERM).
+func gated(file string) string {
+	return fmt.Sprintf(`trap 'echo ckpt > "$SM_MODEL_DIR/checkpoint"; exit 143' TERM; while [ ! -e %q ]; do sleep 0.05; done; echo finished`, file)
+}
+
+func submit(t *testing.T, c *batch.Client, queue, name, shareName string, prio int32, script string) string {
+	t.Helper()
+	out := must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
+		JobName: aws.String(name), JobQueue: aws.String(queue), ServiceJobType: types.ServiceJobTypeSagemakerTraining,
+		ServiceRequestPayload: aws.String(payload(script, 1)), QuotaShareName: aws.String(shareName), SchedulingPriority: aws.Int32(prio)}))
+	return *out.JobId
+}
+
+func describe(t *testing.T, c *batch.Client, id string) *batch.DescribeServiceJobOutput {
+	t.Helper()
+	return must[*batch.DescribeServiceJobOutput](t)(c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(id)}))
+}
+
+// waitStatus polls the job through the API until it is in one of the states (ten seconds
+// at most: these jobs are short scripts).
+func waitStatus(t *testing.T, c *batch.Client, id string, want ...types.ServiceJobStatus) *batch.DescribeServiceJobOutput {
+	t.Helper()
+	var d *batch.DescribeServiceJobOutput
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		d = describe(t, c, id)
+		for _, w := range want {
+			if d.Status == w {
+				return d
+			}
+		}
+	}
+	t.Fatalf("job %s (%s) is %s (%s), want %v", aws.ToString(d.JobName), id, d.Status, aws.ToString(d.StatusReason), want)
+	return nil
+}

@@ -1,0 +1,160 @@
+// Package server wires quotashare together: the SQLite store in the data folder, the
+// dispatch engine, the local executor and the HTTP API. cmd/quotashare's serve command
+// and the end-to-end tests both start it through Start.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/batchapi"
+	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/procexec"
+	"github.com/quotashare/quotashare/internal/sched"
+	"github.com/quotashare/quotashare/internal/sqlite"
+)
+
+// Config is what `quotashare serve` takes.
+type Config struct {
+	Addr, Data, Region, Account string
+	// Grace is the time between SIGTERM and SIGKILL when an attempt is stopped.
+	Grace time.Duration
+	// GPUs are the host GPU ids to hand out (empty: logical capacity).
+	GPUs []string
+	// GPUTable extends the built-in instance type -> GPUs table.
+	GPUTable map[string]int
+	Sched    sched.Config
+	Logf     func(format string, args ...any)
+}
+
+// Server is a running quotashare server.
+type Server struct {
+	URL    string
+	engine *dispatch.Engine
+	exec   *procexec.Executor
+	store  *sqlite.DB
+	http   *http.Server
+	ln     net.Listener
+	done   chan error
+}
+
+// Start opens the data folder, recovers the state and the running attempts, and serves
+// the API. It returns once the server takes requests.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	store, err := sqlite.Open(cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	engine, err := dispatch.Open(dispatch.Config{Store: store, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	x, err := procexec.New(procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
+		GPUTable: cfg.GPUTable, Report: engine.Report})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	if err := engine.Run(x); err != nil {
+		x.Close()
+		store.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		engine.Close()
+		x.Close()
+		store.Close()
+		return nil, err
+	}
+	s := &Server{URL: "http://" + ln.Addr().String(), engine: engine, exec: x, store: store, ln: ln, done: make(chan error, 1)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /logs/{job}", s.logs)
+	mux.Handle("/", batchapi.New(engine))
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { s.done <- s.http.Serve(ln) }()
+	return s, nil
+}
+
+// Engine returns the server's engine (for tests and the CLI's in-process uses).
+func (s *Server) Engine() *dispatch.Engine { return s.engine }
+
+// Close stops taking requests, lets the requests in flight finish, and closes the store.
+// Running attempts are left running; the next Start adopts them.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := s.http.Shutdown(ctx)
+	s.engine.Close()
+	s.exec.Close()
+	return errors.Join(err, s.store.Close())
+}
+
+// logs serves an attempt's output: GET /logs/{job}?attempt=N&host=algo-1&stream=stdout.
+// The attempt defaults to the latest, the host to algo-1, the stream to stdout.
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+	j, err := s.engine.Job(r.PathValue("job"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	ids := attemptIDs(j)
+	if len(ids) == 0 {
+		http.Error(w, fmt.Sprintf("job %s has not started an attempt yet", j.ID), http.StatusNotFound)
+		return
+	}
+	id := ids[len(ids)-1]
+	if a := r.URL.Query().Get("attempt"); a != "" {
+		n, err := strconv.Atoi(a)
+		if err != nil || n < 1 || n > len(ids) {
+			http.Error(w, fmt.Sprintf("attempt: %q must be a number from 1 to %d", a, len(ids)), http.StatusBadRequest)
+			return
+		}
+		id = ids[n-1]
+	}
+	host := r.URL.Query().Get("host")
+	if host == "" {
+		host = "algo-1"
+	}
+	stream := r.URL.Query().Get("stream")
+	if stream == "" {
+		stream = "stdout"
+	}
+	if stream != "stdout" && stream != "stderr" || strings.ContainsAny(host, "/.") {
+		http.Error(w, "stream must be stdout or stderr, host a name like algo-1", http.StatusBadRequest)
+		return
+	}
+	f, err := os.Open(s.exec.LogPath(id, host, stream))
+	if err != nil {
+		http.Error(w, fmt.Sprintf("no %s for attempt %s on %s", stream, id, host), http.StatusNotFound)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.Copy(w, f)
+}
+
+// attemptIDs lists a job's attempts in the order they started.
+func attemptIDs(j quotashare.Job) []string {
+	n := j.Seq
+	ids := make([]string, 0, n)
+	for i := 1; i <= n; i++ {
+		ids = append(ids, fmt.Sprintf("%s-%d", j.ID, i))
+	}
+	return ids
+}

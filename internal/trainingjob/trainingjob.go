@@ -1,0 +1,125 @@
+// Package trainingjob decodes the SageMaker CreateTrainingJob request that a service job
+// carries as its serviceRequestPayload: the capacity it needs, and what the executors run.
+// It knows nothing of the server or the executors.
+package trainingjob
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/quotashare/quotashare"
+)
+
+// MaxPayload is AWS's limit on serviceRequestPayload: 10 KiB.
+const MaxPayload = 10 * 1024
+
+// Request is the part of a CreateTrainingJob request that quotashare reads. The payload
+// is otherwise opaque: it is stored and echoed verbatim.
+type Request struct {
+	TrainingJobName        string `json:"TrainingJobName"`
+	AlgorithmSpecification struct {
+		TrainingImage       string   `json:"TrainingImage"`
+		ContainerEntrypoint []string `json:"ContainerEntrypoint"`
+		ContainerArguments  []string `json:"ContainerArguments"`
+	} `json:"AlgorithmSpecification"`
+	ResourceConfig *struct {
+		InstanceType   string `json:"InstanceType"`
+		InstanceCount  int    `json:"InstanceCount"`
+		InstanceGroups []struct {
+			InstanceType      string `json:"InstanceType"`
+			InstanceCount     int    `json:"InstanceCount"`
+			InstanceGroupName string `json:"InstanceGroupName"`
+		} `json:"InstanceGroups"`
+	} `json:"ResourceConfig"`
+	StoppingCondition struct {
+		MaxRuntimeInSeconds int `json:"MaxRuntimeInSeconds"`
+	} `json:"StoppingCondition"`
+	Environment     map[string]string `json:"Environment"`
+	HyperParameters map[string]string `json:"HyperParameters"`
+	InputDataConfig []Channel         `json:"InputDataConfig"`
+}
+
+// Channel is one InputDataConfig channel.
+type Channel struct {
+	ChannelName string `json:"ChannelName"`
+	DataSource  struct {
+		S3DataSource *struct {
+			S3Uri string `json:"S3Uri"`
+		} `json:"S3DataSource"`
+		FileSystemDataSource *struct {
+			DirectoryPath string `json:"DirectoryPath"`
+		} `json:"FileSystemDataSource"`
+	} `json:"DataSource"`
+}
+
+// LocalPath is the channel's data as a path on this host: a FileSystemDataSource
+// directory, or an S3Uri of the form file:///path or /path. Empty when the channel names
+// remote data.
+func (c Channel) LocalPath() string {
+	if fs := c.DataSource.FileSystemDataSource; fs != nil && strings.HasPrefix(fs.DirectoryPath, "/") {
+		return fs.DirectoryPath
+	}
+	if s3 := c.DataSource.S3DataSource; s3 != nil {
+		if p, ok := strings.CutPrefix(s3.S3Uri, "file://"); ok {
+			return p
+		}
+		if strings.HasPrefix(s3.S3Uri, "/") {
+			return s3.S3Uri
+		}
+	}
+	return ""
+}
+
+// Parse decodes a payload. Errors name the field and the rule.
+func Parse(payload string) (*Request, error) {
+	if len(payload) > MaxPayload {
+		return nil, fmt.Errorf("serviceRequestPayload: %d bytes is more than the %d allowed", len(payload), MaxPayload)
+	}
+	var r Request
+	dec := json.NewDecoder(bytes.NewReader([]byte(payload)))
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("serviceRequestPayload: must be a SageMaker CreateTrainingJob request in JSON: %v", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("serviceRequestPayload: must be one JSON object, found more after it")
+	}
+	return &r, nil
+}
+
+// Need is the capacity the request asks for: ResourceConfig's InstanceCount of
+// InstanceType, or its InstanceGroups summed per type, sorted by type.
+func (r *Request) Need() ([]quotashare.Demand, error) {
+	rc := r.ResourceConfig
+	if rc == nil {
+		return nil, fmt.Errorf("serviceRequestPayload.ResourceConfig: is required: it says which instance type and how many instances the job needs")
+	}
+	counts := map[string]int{}
+	if len(rc.InstanceGroups) > 0 {
+		if rc.InstanceType != "" {
+			return nil, fmt.Errorf("serviceRequestPayload.ResourceConfig: give InstanceType and InstanceCount, or InstanceGroups, not both")
+		}
+		for i, g := range rc.InstanceGroups {
+			if g.InstanceType == "" || g.InstanceCount < 1 {
+				return nil, fmt.Errorf("serviceRequestPayload.ResourceConfig.InstanceGroups[%d]: needs an InstanceType and an InstanceCount of at least 1", i)
+			}
+			counts[g.InstanceType] += g.InstanceCount
+		}
+	} else {
+		if rc.InstanceType == "" {
+			return nil, fmt.Errorf("serviceRequestPayload.ResourceConfig.InstanceType: is required")
+		}
+		if rc.InstanceCount < 1 {
+			return nil, fmt.Errorf("serviceRequestPayload.ResourceConfig.InstanceCount: must be at least 1, got %d", rc.InstanceCount)
+		}
+		counts[rc.InstanceType] = rc.InstanceCount
+	}
+	var need []quotashare.Demand
+	for t, n := range counts {
+		need = append(need, quotashare.Demand{InstanceType: t, Count: n})
+	}
+	slices.SortFunc(need, func(a, b quotashare.Demand) int { return strings.Compare(a.InstanceType, b.InstanceType) })
+	return need, nil
+}

@@ -1,0 +1,152 @@
+package quotashare
+
+import "time"
+
+// SchedulingPolicy is a job queue's scheduling policy. quotashare schedules quota-share
+// policies (idleResourceAssignmentStrategy FIFO); a fair-share policy is refused.
+type SchedulingPolicy struct {
+	Name, ARN string
+	// IdleStrategy is quotaSharePolicy.idleResourceAssignmentStrategy (only FIFO).
+	IdleStrategy string
+	Tags         map[string]string
+}
+
+// Environment is a service environment: the physical pool, one limit per instance type.
+type Environment struct {
+	Name, ARN string
+	Disabled  bool
+	Limits    []Demand
+	Tags      map[string]string
+}
+
+// TimeLimitAction terminates RUNNABLE jobs whose statusReason code is Reason after they
+// have waited MaxTimeSeconds (AWS's jobStateTimeLimitActions).
+type TimeLimitAction struct {
+	Reason         string
+	State          string
+	MaxTimeSeconds int
+	Action         string
+}
+
+// Queue is a quota-management job queue with exactly one service environment.
+type Queue struct {
+	Name, ARN        string
+	Priority         int
+	Disabled         bool
+	PolicyARN        string
+	EnvironmentARN   string
+	EnvironmentOrder int
+	TimeLimitActions []TimeLimitAction
+	Tags             map[string]string
+}
+
+// QuotaShare is one team's allocation of a queue's environment.
+type QuotaShare struct {
+	Name, ARN, QueueARN string
+	Limits              []Demand
+	Strategy            Strategy
+	// BorrowLimit is a percentage of each own limit, -1 for unlimited; LEND_AND_BORROW only.
+	BorrowLimit       int
+	InSharePreemption bool
+	Disabled          bool
+	// Deleting is set by DeleteQuotaShare while the share's jobs are being terminated.
+	Deleting bool
+	Tags     map[string]string
+}
+
+// JobStatus is a service job's state.
+type JobStatus string
+
+// The service job states, in lifecycle order.
+const (
+	Submitted JobStatus = "SUBMITTED"
+	Runnable  JobStatus = "RUNNABLE"
+	Scheduled JobStatus = "SCHEDULED"
+	Starting  JobStatus = "STARTING"
+	Running   JobStatus = "RUNNING"
+	Succeeded JobStatus = "SUCCEEDED"
+	Failed    JobStatus = "FAILED"
+)
+
+// Done reports whether the state is final.
+func (s JobStatus) Done() bool { return s == Succeeded || s == Failed }
+
+// Active reports whether a job in this state holds capacity.
+func (s JobStatus) Active() bool { return s == Scheduled || s == Starting || s == Running }
+
+// RetryRule is one evaluateOnExit entry: the first rule whose pattern matches the failed
+// attempt's statusReason decides whether the job is retried.
+type RetryRule struct {
+	// Action is RETRY or EXIT (upper-cased at submit).
+	Action string
+	// OnStatusReason is a glob: exact, or a prefix when it ends in '*'.
+	OnStatusReason string
+}
+
+// RetryStrategy is a job's retryStrategy: Attempts counts the first attempt (1..10).
+type RetryStrategy struct {
+	Attempts int
+	Rules    []RetryRule
+}
+
+// StopCause says why an attempt is being stopped.
+type StopCause string
+
+// The causes of a stop the server asked for.
+const (
+	StopPreempted  StopCause = "preempted"
+	StopTerminated StopCause = "terminated"
+)
+
+// Attempt is one run of a job: one training job in SageMaker's terms.
+type Attempt struct {
+	// ID names the attempt (its training job name); unique across the server.
+	ID           string
+	ScheduledAt  time.Time
+	StartedAt    time.Time
+	StoppedAt    time.Time
+	StatusReason string
+	ExitCode     *int
+	// Borrowed is the part of the attempt's capacity above its share's own limit.
+	Borrowed []Demand
+	// Stop is set once the server decided to stop the attempt; StopReason says why, and
+	// StopFor names the job its capacity is preempted for.
+	Stop       StopCause
+	StopReason string
+	StopFor    string
+}
+
+// Job is a service job.
+type Job struct {
+	ID, Name, ARN, QueueARN, Share string
+	Priority                       int
+	Payload                        string
+	Need                           []Demand
+	Status                         JobStatus
+	StatusReason                   string
+	CreatedAt, StoppedAt           time.Time
+	// RunnableSince is when the job last became RUNNABLE (head-of-line and time-limit clocks).
+	RunnableSince time.Time
+	IsTerminated  bool
+	Retry         *RetryStrategy
+	// PreemptionRetries is preemptionRetriesBeforeTermination; nil means unlimited.
+	PreemptionRetries *int
+	TimeoutSeconds    int
+	Tags              map[string]string
+	ClientToken       string
+	// Current is the attempt that holds capacity, if any.
+	Current *Attempt
+	// Attempts are the finished attempts that were not preempted, oldest first.
+	Attempts []Attempt
+	// Preempted are the most recent preempted attempts, newest first, and PreemptedCount
+	// how many there were in all.
+	Preempted      []Attempt
+	PreemptedCount int
+	// Seq counts the attempts ever started; it numbers the next one.
+	Seq int
+	// TerminateReason is the reason TerminateServiceJob gave while the attempt stops.
+	TerminateReason string
+}
+
+// FailedAttempts counts the attempts that used up retryStrategy attempts.
+func (j *Job) FailedAttempts() int { return len(j.Attempts) }
