@@ -347,11 +347,11 @@ func jobMatcher(f ListFilter) (func(*quotashare.Job) bool, error) {
 		if err != nil {
 			return nil, invalid("filters[0].values: %q must be a time in epoch milliseconds", v)
 		}
-		t := time.UnixMilli(ms)
+		// Compared at the wire's precision, milliseconds.
 		if f.Filter == "BEFORE_CREATED_AT" {
-			return func(j *quotashare.Job) bool { return j.CreatedAt.Before(t) }, nil
+			return func(j *quotashare.Job) bool { return j.CreatedAt.UnixMilli() < ms }, nil
 		}
-		return func(j *quotashare.Job) bool { return j.CreatedAt.After(t) }, nil
+		return func(j *quotashare.Job) bool { return j.CreatedAt.UnixMilli() > ms }, nil
 	case "SHARE_IDENTIFIER":
 		return nil, invalid("filters[0].name: SHARE_IDENTIFIER is for fair-share queues; use QUOTA_SHARE_NAME")
 	}

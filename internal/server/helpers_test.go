@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/quotashare/quotashare/internal/dispatch"
 )
 
 var ctx = context.Background()
@@ -133,4 +135,8 @@ func waitStatus(t *testing.T, c *batch.Client, id string, want ...types.ServiceJ
 	}
 	t.Fatalf("job %s (%s) is %s (%s), want %v", aws.ToString(d.JobName), id, d.Status, aws.ToString(d.StatusReason), want)
 	return nil
+}
+
+func listAll(q string) dispatch.ListFilter {
+	return dispatch.ListFilter{Queue: q, Filter: "JOB_NAME", Values: []string{"*"}}
 }

@@ -1,0 +1,229 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+)
+
+// TestListServiceJobs pages through jobs newest first, with AWS's filter rules.
+func TestListServiceJobs(t *testing.T) {
+	dir := t.TempDir()
+	_, c := start(t, filepath.Join(dir, "data"), time.Second)
+	setup(t, c, "q", 2, share("a", "LEND", 1, nil, false), share("b", "LEND", 1, nil, false))
+	var ids []string
+	for i := range 25 {
+		sh := "a"
+		if i%5 == 0 {
+			sh = "b"
+		}
+		in := job("q", sh, payload(gated(filepath.Join(dir, "go")), 1))
+		in.JobName = aws.String(fmt.Sprintf("train-%02d", i))
+		ids = append(ids, *must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, in)).JobId)
+	}
+	waitStatus(t, c, ids[0], types.ServiceJobStatusRunning)
+	waitStatus(t, c, ids[1], types.ServiceJobStatusRunning)
+
+	list := func(in *batch.ListServiceJobsInput) []string {
+		t.Helper()
+		var names []string
+		p := batch.NewListServiceJobsPaginator(c, in)
+		pages := 0
+		for p.HasMorePages() {
+			out := must[*batch.ListServiceJobsOutput](t)(p.NextPage(ctx))
+			for _, j := range out.JobSummaryList {
+				names = append(names, aws.ToString(j.JobName))
+			}
+			pages++
+		}
+		return names
+	}
+	// No status, no filter: RUNNING jobs only.
+	if got := list(&batch.ListServiceJobsInput{JobQueue: aws.String("q")}); strings.Join(got, ",") != "train-01,train-00" {
+		t.Errorf("default listing = %v, want the two RUNNING jobs newest first", got)
+	}
+	// RUNNABLE, ten a page: all 23, newest first, across three pages.
+	got := list(&batch.ListServiceJobsInput{JobQueue: aws.String("q"), JobStatus: "RUNNABLE", MaxResults: aws.Int32(10)})
+	if len(got) != 23 || got[0] != "train-24" || got[22] != "train-02" {
+		t.Errorf("RUNNABLE listing = %v", got)
+	}
+	// JOB_NAME: case-insensitive prefix, any status.
+	if got := list(&batch.ListServiceJobsInput{JobQueue: aws.String("q"), JobStatus: "SUCCEEDED",
+		Filters: []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{"TRAIN-0*"}}}}); len(got) != 10 {
+		t.Errorf("JOB_NAME TRAIN-0* = %v, want train-00..09", got)
+	}
+	// QUOTA_SHARE_NAME combines with the status.
+	if got := list(&batch.ListServiceJobsInput{JobQueue: aws.String("q"), JobStatus: "RUNNABLE",
+		Filters: []types.KeyValuesPair{{Name: aws.String("QUOTA_SHARE_NAME"), Values: []string{"b"}}}}); strings.Join(got, ",") != "train-20,train-15,train-10,train-05" {
+		t.Errorf("share b RUNNABLE = %v", got)
+	}
+	created := describe(t, c, ids[10]).CreatedAt
+	if got := list(&batch.ListServiceJobsInput{JobQueue: aws.String("q"),
+		Filters: []types.KeyValuesPair{{Name: aws.String("AFTER_CREATED_AT"), Values: []string{strconv.FormatInt(*created, 10)}}}}); len(got) > 14 || got[len(got)-1] <= "train-10" {
+		t.Errorf("AFTER_CREATED_AT = %v, want jobs after train-10", got)
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+}
+
+// TestSubmitIdempotent: the same clientToken gives the same job; another request with it
+// is refused.
+func TestSubmitIdempotent(t *testing.T) {
+	s, c := start(t, t.TempDir(), 0)
+	setup(t, c, "q", 1, share("a", "LEND", 1, nil, false))
+	in := job("q", "a", payload("true", 1))
+	in.ClientToken = aws.String("tok-1")
+	first := must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, in))
+	again := must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, in))
+	if *first.JobId != *again.JobId {
+		t.Errorf("a repeated submit made job %s, then %s", *first.JobId, *again.JobId)
+	}
+	in.JobName = aws.String("other")
+	_, err := c.SubmitServiceJob(ctx, in)
+	clientError(t, err, "clientToken: tok-1 was already used for another request")
+	jobs, _, _ := s.Engine().ListJobs(listAll("q"), 0, 100)
+	if len(jobs) != 1 {
+		t.Errorf("%d jobs, want 1", len(jobs))
+	}
+}
+
+// TestTerminate ends a waiting and a running job as FAILED with the reason given.
+func TestTerminate(t *testing.T) {
+	dir := t.TempDir()
+	_, c := start(t, filepath.Join(dir, "data"), 5*time.Second)
+	setup(t, c, "q", 1, share("a", "LEND", 1, nil, false))
+	run := submit(t, c, "q", "run", "a", 1, gated(filepath.Join(dir, "never")))
+	wait := submit(t, c, "q", "wait", "a", 1, "true")
+	waitStatus(t, c, run, types.ServiceJobStatusRunning)
+	for _, id := range []string{wait, "arn:aws:batch:us-east-1:000000000000:service-job/" + run} {
+		must[*batch.TerminateServiceJobOutput](t)(c.TerminateServiceJob(ctx, &batch.TerminateServiceJobInput{JobId: aws.String(id), Reason: aws.String("no longer needed")}))
+	}
+	for _, id := range []string{wait, run} {
+		d := waitStatus(t, c, id, types.ServiceJobStatusFailed)
+		if !aws.ToBool(d.IsTerminated) || aws.ToString(d.StatusReason) != "no longer needed" {
+			t.Errorf("job %s: isTerminated %v, reason %q", aws.ToString(d.JobName), aws.ToBool(d.IsTerminated), aws.ToString(d.StatusReason))
+		}
+	}
+	// Terminating a finished job changes nothing; a priority change on it is refused.
+	must[*batch.TerminateServiceJobOutput](t)(c.TerminateServiceJob(ctx, &batch.TerminateServiceJobInput{JobId: aws.String(run), Reason: aws.String("again")}))
+	if d := describe(t, c, run); aws.ToString(d.StatusReason) != "no longer needed" {
+		t.Errorf("a second terminate changed the reason to %q", aws.ToString(d.StatusReason))
+	}
+	_, err := c.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: aws.String(run), SchedulingPriority: aws.Int32(5)})
+	clientError(t, err, "a finished job's priority cannot change")
+}
+
+// TestRetryStrategy: a failing attempt is retried while attempts remain; an EXIT rule
+// that matches the statusReason ends the job at once.
+func TestRetryStrategy(t *testing.T) {
+	dir := t.TempDir()
+	_, c := start(t, filepath.Join(dir, "data"), time.Second)
+	setup(t, c, "q", 2, share("a", "LEND", 2, nil, false))
+	count := filepath.Join(dir, "count")
+	// Fails twice with exit code 3, then succeeds.
+	flaky := fmt.Sprintf(`echo x >> %q; n=$(wc -l < %q); echo "try $n" >&2; [ "$n" -ge 3 ]`, count, count)
+	in := job("q", "a", payload(flaky, 1))
+	in.RetryStrategy = &types.ServiceJobRetryStrategy{Attempts: aws.Int32(3)}
+	id := *must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, in)).JobId
+	d := waitStatus(t, c, id, types.ServiceJobStatusSucceeded, types.ServiceJobStatusFailed)
+	if d.Status != types.ServiceJobStatusSucceeded || len(d.Attempts) != 3 {
+		t.Fatalf("flaky job: %s after %d attempts (%s)", d.Status, len(d.Attempts), aws.ToString(d.StatusReason))
+	}
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.Contains(r, "AlgorithmError: algo-1 exit code 1") || !strings.Contains(r, "try 1") {
+		t.Errorf("first attempt's reason = %q, want the exit code and the last output", r)
+	}
+
+	in = job("q", "a", payload("exit 7", 1))
+	in.RetryStrategy = &types.ServiceJobRetryStrategy{Attempts: aws.Int32(5), EvaluateOnExit: []types.ServiceJobEvaluateOnExit{
+		{Action: "Exit", OnStatusReason: aws.String("AlgorithmError: algo-1 exit code 7*")}, // mixed case, as AWS's own examples
+		{Action: "RETRY", OnStatusReason: aws.String("*")}}}
+	id = *must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, in)).JobId
+	d = waitStatus(t, c, id, types.ServiceJobStatusFailed)
+	if len(d.Attempts) != 1 || !strings.Contains(aws.ToString(d.StatusReason), "retryStrategy: EXIT") {
+		t.Errorf("EXIT rule: %d attempts, reason %q", len(d.Attempts), aws.ToString(d.StatusReason))
+	}
+}
+
+// TestPreemptionRetries: with preemptionRetriesBeforeTermination 0 a reclaimed job fails
+// at its first preemption; preemptions do not use up retryStrategy attempts.
+func TestPreemptionRetries(t *testing.T) {
+	dir := t.TempDir()
+	_, c := start(t, filepath.Join(dir, "data"), 5*time.Second)
+	setup(t, c, "q", 2, share("lender", "LEND", 1, nil, false), share("borrower", "LEND_AND_BORROW", 1, aws.Int32(-1), false))
+	gate := gated(filepath.Join(dir, "go"))
+	own := submit(t, c, "q", "own", "borrower", 1, gate)
+	in := job("q", "borrower", payload(gate, 1))
+	in.PreemptionConfiguration = &types.ServiceJobPreemptionConfiguration{PreemptionRetriesBeforeTermination: aws.Int32(0)}
+	borrowed := *must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, in)).JobId
+	waitStatus(t, c, own, types.ServiceJobStatusRunning)
+	waitStatus(t, c, borrowed, types.ServiceJobStatusRunning)
+	lender := submit(t, c, "q", "back", "lender", 1, gate)
+	d := waitStatus(t, c, borrowed, types.ServiceJobStatusFailed)
+	if !strings.Contains(aws.ToString(d.StatusReason), "more than preemptionRetriesBeforeTermination (0)") {
+		t.Errorf("reason = %q", aws.ToString(d.StatusReason))
+	}
+	waitStatus(t, c, lender, types.ServiceJobStatusRunning)
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+}
+
+// TestLimitLowered: lowering a share's limit under running jobs preempts nothing by itself;
+// the excess is borrowed and is reclaimed once an owner needs it.
+func TestLimitLowered(t *testing.T) {
+	dir := t.TempDir()
+	_, c := start(t, filepath.Join(dir, "data"), 5*time.Second)
+	qarn := setup(t, c, "q", 2, share("a", "RESERVE", 2, nil, false), share("b", "LEND", 0+1, nil, false))
+	// b starts with limit 1 and a with 2 in an environment of 2: b's job waits until a lowers.
+	gate := gated(filepath.Join(dir, "go"))
+	a1 := submit(t, c, "q", "a1", "a", 1, gate)
+	a2 := submit(t, c, "q", "a2", "a", 2, gate)
+	waitStatus(t, c, a1, types.ServiceJobStatusRunning)
+	waitStatus(t, c, a2, types.ServiceJobStatusRunning)
+	must[*batch.UpdateQuotaShareOutput](t)(c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(qarn + "/quota-share/a"),
+		CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(1)}}}))
+	time.Sleep(300 * time.Millisecond) // a pass or two: nothing may be preempted yet
+	for _, id := range []string{a1, a2} {
+		if d := describe(t, c, id); d.Status != types.ServiceJobStatusRunning {
+			t.Fatalf("job %s is %s after the limit was lowered, want still RUNNING", aws.ToString(d.JobName), d.Status)
+		}
+	}
+	b := submit(t, c, "q", "b1", "b", 1, gate)
+	waitStatus(t, c, b, types.ServiceJobStatusRunning)
+	d := waitStatus(t, c, a1, types.ServiceJobStatusRunnable) // lower priority of a's two
+	if d.PreemptionSummary == nil || !strings.Contains(aws.ToString(d.PreemptionSummary.RecentPreemptedAttempts[0].StatusReason), "share b reclaims it") {
+		t.Errorf("a1's preemption: %+v", d.PreemptionSummary)
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+}
+
+// TestTimeout: timeoutConfig stops an attempt as FAILED with a reason.
+func TestTimeout(t *testing.T) {
+	_, c := start(t, t.TempDir(), 200*time.Millisecond)
+	setup(t, c, "q", 1, share("a", "LEND", 1, nil, false))
+	in := job("q", "a", payload("sleep 30", 1))
+	in.TimeoutConfig = &types.ServiceJobTimeout{AttemptDurationSeconds: aws.Int32(1)}
+	id := *must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, in)).JobId
+	d := waitStatus(t, c, id, types.ServiceJobStatusFailed)
+	if !strings.HasPrefix(aws.ToString(d.StatusReason), "Timeout: the attempt ran longer than its limit of 1s") {
+		t.Errorf("reason = %q", aws.ToString(d.StatusReason))
+	}
+}
+
+// TestNeverFits: a job larger than the environment is accepted and waits with AWS's text.
+func TestNeverFits(t *testing.T) {
+	_, c := start(t, t.TempDir(), 0)
+	setup(t, c, "q", 2, share("a", "LEND", 2, nil, false))
+	id := *must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, job("q", "a", payload("true", 3)))).JobId
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if r := aws.ToString(describe(t, c, id).StatusReason); strings.HasPrefix(r, "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - ") {
+			return
+		}
+	}
+	t.Errorf("reason = %q", aws.ToString(describe(t, c, id).StatusReason))
+}
