@@ -40,6 +40,10 @@ type Report struct {
 	// Reason is the statusReason text: what happened, with the exit code and the last
 	// lines of output.
 	Reason string
+	// Signalled: the attempt was still running when the executor sent it SIGTERM for a
+	// Stop or a timeout. An attempt that had finished on its own before the signal is not
+	// signalled, whatever the server asked meanwhile.
+	Signalled bool
 	// Capacity marks an attempt that could not run for lack of capacity on the executor's
 	// side (no free GPUs): the job is requeued without using up a retry attempt.
 	Capacity bool

@@ -41,7 +41,10 @@ func TestRunErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"serve"}, `unknown command "serve"`},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"serve", "extra"}, `serve takes no arguments, got ["extra"]`},
+		{[]string{"serve", "--preemption-grace", "-1s"}, "--preemption-grace: -1s must not be negative"},
+		{[]string{"serve", "--gpu-table", "/nonexistent.json"}, "--gpu-table: open /nonexistent.json"},
 		{[]string{"simulate"}, "exactly one script file"},
 		{[]string{"simulate", "--backfill-depth", "0", bad}, "--backfill-depth: 0 must be at least 1"},
 		{[]string{"simulate", bad}, `line 2: unknown command "frobnicate"`},

@@ -579,6 +579,11 @@ func (e *Engine) apply(r quotashare.Report, now time.Time) {
 		a.StatusReason = "Terminated: " + j.TerminateReason
 		j.Attempts = append(j.Attempts, *a)
 		e.finish(qs, j, quotashare.Failed, j.TerminateReason, now)
+	case a.Stop == quotashare.StopPreempted && r.Success && !r.Signalled:
+		// It finished on its own before the preemption reached it: the work is done.
+		a.StatusReason = r.Reason
+		j.Attempts = append(j.Attempts, *a)
+		e.finish(qs, j, quotashare.Succeeded, r.Reason, now)
 	case a.Stop == quotashare.StopPreempted:
 		a.StatusReason = a.StopReason
 		j.Preempted = append([]quotashare.Attempt{*a}, j.Preempted[:min(len(j.Preempted), maxPreemptedShown-1)]...)

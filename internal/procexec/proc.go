@@ -63,3 +63,32 @@ func groupAlive(pgid int) bool {
 	}
 	return false
 }
+
+// findByEnv returns the live processes whose environment holds the entry (KEY=value).
+func findByEnv(entry string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := []byte(entry)
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range bytes.Split(b, []byte{0}) {
+			if bytes.Equal(kv, want) {
+				if f, ok := stat(pid); ok && f[0] != "Z" && f[0] != "X" {
+					pids = append(pids, pid)
+				}
+				break
+			}
+		}
+	}
+	return pids
+}

@@ -87,6 +87,7 @@ type run struct {
 	instances int
 	exited    int
 	launchErr error
+	signalled bool // some program was still running when SIGTERM was sent
 }
 
 // runState is what the attempt's folder records: enough to adopt it after a restart.
@@ -257,6 +258,11 @@ func (x *Executor) launch(r *run) error {
 		is.PID = cmd.Process.Pid
 		is.StartTime, _ = startTime(is.PID)
 		x.watch(r, is, cmd)
+		if err := x.save(r); err != nil { // the pid is on disk before the next spawn
+			r.launchErr, r.instances, r.killed = err, i+1, true
+			x.signal(r, syscall.SIGKILL)
+			return nil
+		}
 	}
 	r.state.Launching = false
 	if err := x.save(r); err != nil {
@@ -481,7 +487,7 @@ func (x *Executor) release(r *run) {
 
 // result reads the instances' exit codes and says what happened.
 func (x *Executor) result(r *run) quotashare.Report {
-	rep := quotashare.Report{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptExited}
+	rep := quotashare.Report{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptExited, Signalled: r.signalled}
 	var failed []string
 	for _, is := range r.state.Instances {
 		idir := filepath.Join(r.dir, is.Host)
@@ -568,6 +574,7 @@ func (x *Executor) Stop(attemptID string) error {
 // stop begins the stop sequence. Call with x.mu held.
 func (x *Executor) stop(r *run) {
 	r.stopping = true
+	r.signalled = !x.finished(r)
 	x.signal(r, syscall.SIGTERM)
 	time.AfterFunc(x.cfg.Grace, func() {
 		x.mu.Lock()
@@ -577,6 +584,19 @@ func (x *Executor) stop(r *run) {
 			x.signal(r, syscall.SIGKILL)
 		}
 	})
+}
+
+// finished reports whether every instance's program has exited (its exit code is written).
+func (x *Executor) finished(r *run) bool {
+	if r.state.Launching || len(r.state.Instances) == 0 {
+		return false
+	}
+	for _, is := range r.state.Instances {
+		if _, err := os.Stat(filepath.Join(r.dir, is.Host, "exitcode")); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (x *Executor) signal(r *run, sig syscall.Signal) {
@@ -621,16 +641,30 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 			return fmt.Errorf("attempt %s: %w", spec.AttemptID, err)
 		}
 		if r.state.Launching {
-			// The server died while launching: kill whatever of it started, and have the
-			// job requeued so that it runs once, cleanly.
-			for _, is := range r.state.Instances {
-				if is.PID > 0 && alive(is.PID, is.StartTime) {
-					syscall.Kill(-is.PID, syscall.SIGKILL)
-				}
-			}
+			// The server died while launching: kill whatever of it started (a process
+			// spawned just before the crash may not be on disk yet, so look for the
+			// attempt's id in every process's environment too), wait until it is gone,
+			// and have the job requeued so that it runs once, cleanly.
 			x.mu.Unlock()
-			x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
-				Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the server stopped while launching the attempt"})
+			x.wg.Add(1)
+			go func() {
+				defer x.wg.Done()
+				for {
+					pids := findByEnv("QUOTASHARE_ATTEMPT_ID=" + spec.AttemptID)
+					if len(pids) == 0 {
+						break
+					}
+					for _, pid := range pids {
+						syscall.Kill(-pid, syscall.SIGKILL)
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+					if !x.sleep() {
+						return
+					}
+				}
+				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
+					Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the server stopped while launching the attempt"})
+			}()
 			continue
 		}
 		x.runs[spec.AttemptID] = r

@@ -1,0 +1,249 @@
+package procexec
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotashare/quotashare"
+)
+
+// reports collects an executor's reports.
+type reports chan quotashare.Report
+
+func (r reports) next(t *testing.T, state quotashare.ReportState) quotashare.Report {
+	t.Helper()
+	for {
+		select {
+		case rep := <-r:
+			if rep.State == state {
+				return rep
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no report of state %d", state)
+		}
+	}
+}
+
+func newExec(t *testing.T, dir string, grace time.Duration, gpus ...string) (*Executor, reports) {
+	t.Helper()
+	ch := make(reports, 100)
+	x, err := New(Config{Dir: dir, Grace: grace, GPUs: gpus, Poll: 20 * time.Millisecond, Report: func(r quotashare.Report) { ch <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	return x, ch
+}
+
+func payload(t *testing.T, script string, extra map[string]any) string {
+	m := map[string]any{
+		"AlgorithmSpecification": map[string]any{"ContainerEntrypoint": []string{"sh", "-c", script}},
+		"ResourceConfig":         map[string]any{"InstanceType": "ml.g5.xlarge", "InstanceCount": 1},
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func spec(id, pl string, need ...quotashare.Demand) quotashare.AttemptSpec {
+	if len(need) == 0 {
+		need = []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}
+	}
+	return quotashare.AttemptSpec{JobID: "job-" + id, AttemptID: id, Payload: pl, Need: need}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestEnvironmentAndGPUs: two 4-GPU instances on a host given 8 GPUs by hand get disjoint
+// GPU sets, SageMaker's variables, their own folders, and the payload's environment.
+func TestEnvironmentAndGPUs(t *testing.T) {
+	dir := t.TempDir()
+	x, ch := newExec(t, dir, time.Second, "0", "1", "2", "3", "4", "5", "6", "7")
+	data := t.TempDir()
+	pl := payload(t, `env | grep -E '^(SM_|CUDA_|NVIDIA_|MY_)' | sort > env.txt`, map[string]any{
+		"ResourceConfig":  map[string]any{"InstanceType": "ml.g5.12xlarge", "InstanceCount": 2},
+		"Environment":     map[string]string{"MY_VAR": "x"},
+		"HyperParameters": map[string]string{"epochs": "3"},
+		"InputDataConfig": []map[string]any{{"ChannelName": "train", "DataSource": map[string]any{"S3DataSource": map[string]any{"S3Uri": "file://" + data}}}},
+	})
+	if err := x.Start(spec("a1", pl, quotashare.Demand{InstanceType: "ml.g5.12xlarge", Count: 2})); err != nil {
+		t.Fatal(err)
+	}
+	if rep := ch.next(t, quotashare.AttemptExited); !rep.Success {
+		t.Fatalf("attempt failed: %s", rep.Reason)
+	}
+	var gpus []string
+	for _, host := range []string{"algo-1", "algo-2"} {
+		env := readFile(t, filepath.Join(dir, "a1", host, "work", "env.txt"))
+		for _, want := range []string{"SM_CURRENT_HOST=" + host, `SM_HOSTS=["algo-1","algo-2"]`, "SM_NUM_GPUS=4", `SM_HPS={"epochs":"3"}`,
+			"SM_HP_EPOCHS=3", "MY_VAR=x", "SM_CHANNEL_TRAIN=" + data, "SM_MODEL_DIR=" + filepath.Join(dir, "a1", host, "model"),
+			"SM_OUTPUT_DATA_DIR=" + filepath.Join(dir, "a1", host, "output", "data")} {
+			if !strings.Contains(env, want+"\n") {
+				t.Errorf("%s lacks %s:\n%s", host, want, env)
+			}
+		}
+		for _, line := range strings.Split(env, "\n") {
+			if v, ok := strings.CutPrefix(line, "CUDA_VISIBLE_DEVICES="); ok {
+				gpus = append(gpus, strings.Split(v, ",")...)
+				if !strings.Contains(env, "NVIDIA_VISIBLE_DEVICES="+v+"\n") {
+					t.Errorf("%s: NVIDIA_VISIBLE_DEVICES differs from CUDA_VISIBLE_DEVICES %s", host, v)
+				}
+			}
+		}
+	}
+	slices.Sort(gpus)
+	if strings.Join(gpus, ",") != "0,1,2,3,4,5,6,7" {
+		t.Errorf("GPUs handed out: %v, want each of 0-7 once", gpus)
+	}
+}
+
+// TestGPUsNotShared: an attempt that cannot have its GPUs does not start; it is reported
+// as a capacity failure, and the GPUs are free again once the first attempt ends.
+func TestGPUsNotShared(t *testing.T) {
+	dir := t.TempDir()
+	x, ch := newExec(t, dir, time.Second, "0", "1")
+	gate := filepath.Join(dir, "go")
+	pl := payload(t, `while [ ! -e `+gate+` ]; do sleep 0.02; done`, nil)
+	if err := x.Start(spec("a1", pl, quotashare.Demand{InstanceType: "ml.g5.xlarge", Count: 2})); err != nil {
+		t.Fatal(err)
+	}
+	ch.next(t, quotashare.AttemptRunning)
+	if err := x.Start(spec("a2", pl)); err != nil {
+		t.Fatal(err)
+	}
+	rep := ch.next(t, quotashare.AttemptExited)
+	if rep.AttemptID != "a2" || !rep.Capacity || !strings.Contains(rep.Reason, "needs 1 GPUs and 0 of this host's 2 are free") {
+		t.Fatalf("second attempt: %+v", rep)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	ch.next(t, quotashare.AttemptExited)
+	if err := x.Start(spec("a3", pl)); err != nil {
+		t.Fatal(err)
+	}
+	if rep := ch.next(t, quotashare.AttemptExited); !rep.Success {
+		t.Errorf("after the GPUs were freed: %+v", rep)
+	}
+	if err := x.Check(payload(t, "true", map[string]any{"ResourceConfig": map[string]any{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1}})); err == nil ||
+		!strings.Contains(err.Error(), "needs 8 GPUs and this host has 2") {
+		t.Errorf("Check of an 8-GPU type on a 2-GPU host = %v", err)
+	}
+}
+
+// TestStop: a job that traps SIGTERM writes its checkpoint and exits; one that ignores it
+// is killed after the grace period, and only then reported gone.
+func TestStop(t *testing.T) {
+	dir := t.TempDir()
+	x, ch := newExec(t, dir, 500*time.Millisecond)
+	checkpointing := payload(t, `trap 'echo saved > "$SM_MODEL_DIR/ckpt"; exit 0' TERM; echo started; while :; do sleep 0.02; done`, nil)
+	if err := x.Start(spec("c", checkpointing)); err != nil {
+		t.Fatal(err)
+	}
+	ch.next(t, quotashare.AttemptRunning)
+	time.Sleep(200 * time.Millisecond) // let the trap be set
+	x.Stop("c")
+	x.Stop("c") // idempotent
+	rep := ch.next(t, quotashare.AttemptExited)
+	if !rep.Signalled || readFile(t, filepath.Join(dir, "c", "algo-1", "model", "ckpt")) != "saved\n" {
+		t.Errorf("checkpointing job: %+v", rep)
+	}
+
+	stubborn := payload(t, `trap '' TERM; echo "ignoring SIGTERM" >&2; while :; do sleep 0.02; done`, nil)
+	if err := x.Start(spec("s", stubborn)); err != nil {
+		t.Fatal(err)
+	}
+	ch.next(t, quotashare.AttemptRunning)
+	time.Sleep(200 * time.Millisecond)
+	stopped := time.Now()
+	x.Stop("s")
+	rep = ch.next(t, quotashare.AttemptExited)
+	if waited := time.Since(stopped); waited < 500*time.Millisecond {
+		t.Errorf("reported gone %s after SIGTERM, before the grace period", waited)
+	}
+	if rep.Success || !strings.Contains(rep.Reason, "was killed before it could exit (SIGKILL)") || !strings.Contains(rep.Reason, "ignoring SIGTERM") {
+		t.Errorf("stubborn job: %+v", rep)
+	}
+}
+
+// TestMultiInstanceFailure: an attempt succeeds only when every instance exits 0; the
+// reason names the failing instance, its exit code and its last output.
+func TestMultiInstanceFailure(t *testing.T) {
+	x, ch := newExec(t, t.TempDir(), time.Second)
+	pl := payload(t, `if [ "$SM_CURRENT_HOST" = algo-2 ]; then echo "CUDA out of memory" >&2; exit 3; fi`, nil)
+	if err := x.Start(spec("m", pl, quotashare.Demand{InstanceType: "ml.g5.xlarge", Count: 3})); err != nil {
+		t.Fatal(err)
+	}
+	rep := ch.next(t, quotashare.AttemptExited)
+	if rep.Success || *rep.ExitCode != 3 || rep.Reason != "AlgorithmError: algo-2 exit code 3 [last output: CUDA out of memory]" {
+		t.Errorf("report: %+v", rep)
+	}
+}
+
+// TestRecover: after the executor is gone (a server crash), a new one adopts a live
+// attempt and sees it end, and reports the exit code of an attempt that ended meanwhile.
+func TestRecover(t *testing.T) {
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "go")
+	x, ch := newExec(t, dir, time.Second)
+	live := payload(t, `while [ ! -e `+gate+` ]; do sleep 0.02; done; exit 0`, nil)
+	dead := payload(t, `exit 5`, nil)
+	for _, s := range []quotashare.AttemptSpec{spec("live", live), spec("dead", dead)} {
+		if err := x.Start(s); err != nil {
+			t.Fatal(err)
+		}
+		ch.next(t, quotashare.AttemptRunning)
+	}
+	x.Close() // the server dies: nobody watches any more
+	time.Sleep(300 * time.Millisecond)
+
+	y, ch2 := newExec(t, dir, time.Second)
+	err := y.Recover([]quotashare.AttemptSpec{spec("live", live), spec("dead", dead), spec("never", live)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]quotashare.Report{}
+	for len(got) < 3 {
+		rep := ch2.next(t, quotashare.AttemptExited)
+		got[rep.AttemptID] = rep
+		if rep.AttemptID == "dead" {
+			os.WriteFile(gate, nil, 0o644) // let the live one finish only now
+		}
+	}
+	if r := got["dead"]; r.Success || r.ExitCode == nil || *r.ExitCode != 5 {
+		t.Errorf("dead attempt: %+v", r)
+	}
+	if r := got["never"]; !r.Success {
+		t.Errorf("an attempt never started before the crash is started at recovery: %+v", r)
+	}
+	if r := got["live"]; !r.Success {
+		t.Errorf("adopted attempt: %+v", r)
+	}
+}
+
+// TestReusedPID: a recorded pid now held by another process is not taken for ours.
+func TestReusedPID(t *testing.T) {
+	self := os.Getpid()
+	st, ok := startTime(self)
+	if !ok || !alive(self, st) {
+		t.Fatalf("this process is not seen alive with its own start time")
+	}
+	if alive(self, st+1) {
+		t.Errorf("a pid with another start time is taken for the recorded process")
+	}
+}
