@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"github.com/quotashare/quotashare/internal/procexec"
 )
 
 // buildBinary builds the quotashare binary once for the package's tests.
@@ -53,6 +55,20 @@ func startServer(t *testing.T, data string, args ...string) *serverProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		for range 50 { // the jobs a killed server leaves behind
+			pids := procexec.FindJobs(data)
+			if len(pids) == 0 {
+				return
+			}
+			for _, pid := range pids {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
 	sc := bufio.NewScanner(out)
 	if !sc.Scan() {
 		t.Fatalf("the server printed nothing")
@@ -91,24 +107,7 @@ func TestCrashRestart(t *testing.T) {
 	defer func() { s.cmd.Process.Kill(); s.cmd.Wait() }()
 	c := sdk(s.url)
 	bg := context.Background()
-	mustDo := func(_ any, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	p, err := c.CreateSchedulingPolicy(bg, &batch.CreateSchedulingPolicyInput{Name: aws.String("p"), QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
-	mustDo(p, err)
-	mustDo(c.CreateServiceEnvironment(bg, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("e"), ServiceEnvironmentType: "SAGEMAKER_TRAINING",
-		CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(4)}}}))
-	mustDo(c.CreateJobQueue(bg, &batch.CreateJobQueueInput{JobQueueName: aws.String("q"), Priority: aws.Int32(1), JobQueueType: "SAGEMAKER_TRAINING",
-		SchedulingPolicyArn: p.Arn, ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("e")}}}))
-	for _, sh := range []string{"a", "b"} {
-		mustDo(c.CreateQuotaShare(bg, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh), JobQueue: aws.String("q"),
-			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(2)}},
-			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: "LEND_AND_BORROW"},
-			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: "ENABLED"}}))
-	}
+	setupQueue(t, c, 4, "a", "b")
 
 	// Each job records that it started and that it ran to its end.
 	script := fmt.Sprintf(`echo "start $QUOTASHARE_ATTEMPT_ID" >> %s/$QUOTASHARE_JOB_ID; sleep 0.3; echo "end $QUOTASHARE_ATTEMPT_ID" >> %s/$QUOTASHARE_JOB_ID`, marks, marks)
@@ -197,24 +196,57 @@ func TestCrashRestart(t *testing.T) {
 			t.Fatalf("%d jobs still not done a minute after the restart", left)
 		}
 	}
+	// No two attempts of a job ever ran at once, and the attempt counted as the success
+	// ran to its end. (An attempt may reach its last line just as a preemption's SIGTERM
+	// arrives: it is then requeued like any job that checkpoints and exits on SIGTERM.)
 	for id := range ids {
 		b, _ := os.ReadFile(filepath.Join(marks, id))
-		if ends := strings.Count(string(b), "end "); ends != 1 {
-			d, _ := c.DescribeServiceJob(bg, &batch.DescribeServiceJobInput{JobId: aws.String(id)})
-			var hist []string
-			for _, a := range d.Attempts {
-				hist = append(hist, fmt.Sprintf("attempt %s: %s", aws.ToString(a.ServiceResourceId.Value), aws.ToString(a.StatusReason)))
+		d, err := c.DescribeServiceJob(bg, &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running := ""
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			what, attempt, _ := strings.Cut(line, " ")
+			switch {
+			case what == "start":
+				running = attempt
+			case what == "end" && attempt != running:
+				t.Errorf("job %s: attempt %s ended while attempt %s was running:\n%s", id, attempt, running, b)
 			}
-			if ps := d.PreemptionSummary; ps != nil {
-				for _, a := range ps.RecentPreemptedAttempts {
-					hist = append(hist, fmt.Sprintf("preempted %s: %s", aws.ToString(a.ServiceResourceId.Value), aws.ToString(a.StatusReason)))
-				}
-			}
-			t.Errorf("job %s ran to its end %d times:\n%s\n%s", id, ends, b, strings.Join(hist, "\n"))
+		}
+		last := aws.ToString(d.Attempts[len(d.Attempts)-1].ServiceResourceId.Value)
+		if !strings.Contains(string(b), "end "+last[strings.LastIndex(last, "/")+1:]+"\n") {
+			t.Errorf("job %s: its successful attempt %s never ran to its end:\n%s", id, last, b)
 		}
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	if err := s.cmd.Wait(); err != nil {
 		t.Errorf("SIGTERM: the server exited with %v", err)
+	}
+}
+
+// setupQueue creates, through the SDK, queue q on an environment of capacity
+// ml.g5.xlarge with LEND_AND_BORROW shares of 2 each (in-share preemption on).
+func setupQueue(t *testing.T, c *batch.Client, capacity int32, shares ...string) {
+	t.Helper()
+	bg := context.Background()
+	mustDo := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := c.CreateSchedulingPolicy(bg, &batch.CreateSchedulingPolicyInput{Name: aws.String("p"), QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
+	mustDo(p, err)
+	mustDo(c.CreateServiceEnvironment(bg, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("e"), ServiceEnvironmentType: "SAGEMAKER_TRAINING",
+		CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(capacity)}}}))
+	mustDo(c.CreateJobQueue(bg, &batch.CreateJobQueueInput{JobQueueName: aws.String("q"), Priority: aws.Int32(1), JobQueueType: "SAGEMAKER_TRAINING",
+		SchedulingPolicyArn: p.Arn, ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("e")}}}))
+	for _, sh := range shares {
+		mustDo(c.CreateQuotaShare(bg, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh), JobQueue: aws.String("q"),
+			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(2)}},
+			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: "LEND_AND_BORROW"},
+			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: "ENABLED"}}))
 	}
 }

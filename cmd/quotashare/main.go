@@ -15,9 +15,10 @@ import (
 )
 
 const usage = `usage: quotashare serve [flags]
+       quotashare logs [flags] JOB
        quotashare simulate [flags] SCRIPT
 
-serve runs the server; see quotashare serve --help.
+serve runs the server; logs prints a job's output; see quotashare COMMAND --help.
 
 Runs SCRIPT (a scenario: capacity, shares, job submissions, scheduling passes; see
 examples/three-projects.txt) through the scheduling core and prints each decision:
@@ -39,11 +40,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	if args[0] == "serve" {
+	switch args[0] {
+	case "serve":
 		return serve(args[1:], stdout, stderr)
+	case "logs":
+		return logs(args[1:], stdout, stderr)
 	}
 	if args[0] != "simulate" {
-		return fmt.Errorf("unknown command %q: the commands are serve and simulate (run quotashare --help)", args[0])
+		return fmt.Errorf("unknown command %q: the commands are serve, logs and simulate (run quotashare --help)", args[0])
 	}
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)

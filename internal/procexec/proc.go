@@ -64,8 +64,14 @@ func groupAlive(pgid int) bool {
 	return false
 }
 
+// FindJobs returns the live job processes whose attempt folder lies under dir: a test's
+// server leaves its jobs running when it closes, and the test kills them with this.
+func FindJobs(dir string) []int { return find("QUOTASHARE_EXIT_FILE="+dir, true) }
+
 // findByEnv returns the live processes whose environment holds the entry (KEY=value).
-func findByEnv(entry string) []int {
+func findByEnv(entry string) []int { return find(entry, false) }
+
+func find(entry string, prefix bool) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -82,7 +88,7 @@ func findByEnv(entry string) []int {
 			continue
 		}
 		for _, kv := range bytes.Split(b, []byte{0}) {
-			if bytes.Equal(kv, want) {
+			if bytes.Equal(kv, want) || prefix && bytes.HasPrefix(kv, want) {
 				if f, ok := stat(pid); ok && f[0] != "Z" && f[0] != "X" {
 					pids = append(pids, pid)
 				}

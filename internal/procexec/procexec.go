@@ -273,6 +273,18 @@ func (x *Executor) launch(r *run) error {
 	return nil
 }
 
+// limit is the attempt's run-time limit, the smaller of timeoutConfig and the payload's
+// StoppingCondition.MaxRuntimeInSeconds, and which of them it is.
+func limit(spec quotashare.AttemptSpec) (time.Duration, string) {
+	d, what := spec.Timeout, "timeoutConfig.attemptDurationSeconds"
+	if req, err := trainingjob.Parse(spec.Payload); err == nil {
+		if m := time.Duration(req.StoppingCondition.MaxRuntimeInSeconds) * time.Second; m > 0 && (d <= 0 || m < d) {
+			d, what = m, "StoppingCondition.MaxRuntimeInSeconds"
+		}
+	}
+	return d, what
+}
+
 func (x *Executor) failLaunch(r *run, err error) error {
 	delete(x.runs, r.spec.AttemptID)
 	x.release(r)
@@ -409,10 +421,11 @@ func (x *Executor) save(r *run) error {
 
 // arm starts the attempt's timeout. Call with x.mu held.
 func (x *Executor) arm(r *run) {
-	if r.spec.Timeout <= 0 {
+	d, _ := limit(r.spec)
+	if d <= 0 {
 		return
 	}
-	left := r.spec.Timeout
+	left := d
 	if !r.spec.StartedAt.IsZero() {
 		left -= x.cfg.Now().Sub(r.spec.StartedAt)
 	}
@@ -519,7 +532,8 @@ func (x *Executor) result(r *run) quotashare.Report {
 	case r.launchErr != nil:
 		rep.Reason = "CannotStart: " + r.launchErr.Error()
 	case r.timedOut:
-		rep.Reason = fmt.Sprintf("Timeout: the attempt ran longer than its limit of %s and was stopped", r.spec.Timeout)
+		d, what := limit(r.spec)
+		rep.Reason = fmt.Sprintf("Timeout: the attempt ran longer than its limit of %s (%s) and was stopped", d, what)
 		if len(failed) > 0 {
 			rep.Reason += "; " + strings.Join(failed, "; ")
 		}

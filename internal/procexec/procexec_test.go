@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +37,19 @@ func newExec(t *testing.T, dir string, grace time.Duration, gpus ...string) (*Ex
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { x.Close() })
+	t.Cleanup(func() {
+		x.Close()
+		for range 50 {
+			pids := FindJobs(dir)
+			if len(pids) == 0 {
+				break
+			}
+			for _, pid := range pids {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
 	return x, ch
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/procexec"
 )
 
 var ctx = context.Background()
@@ -36,8 +38,27 @@ func start(t *testing.T, dir string, grace time.Duration) (*Server, *batch.Clien
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		s.Close()
+		killJobs(dir)
+	})
 	return s, newClient(s.URL)
+}
+
+// killJobs kills the job processes a test server left running (a server leaves them on
+// Close, for the next start to adopt): those whose QUOTASHARE_EXIT_FILE lies under dir.
+func killJobs(dir string) {
+	for range 50 {
+		pids := procexec.FindJobs(dir)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			syscall.Kill(-pid, syscall.SIGKILL)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // clientError asserts that err is a ClientException whose message contains want.
@@ -104,7 +125,7 @@ func payload(script string, count int) string {
 
 // gated is a job script that runs until the file exists (and writes a checkpoint on SIGTERM).
 func gated(file string) string {
-	return fmt.Sprintf(`trap 'echo ckpt > "$SM_MODEL_DIR/checkpoint"; exit 143' TERM; while [ ! -e %q ]; do sleep 0.05; done; echo finished`, file)
+	return fmt.Sprintf(`trap 'echo ckpt > "$SM_MODEL_DIR/checkpoint"; exit 143' TERM; i=0; while [ ! -e %q ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; echo finished`, file)
 }
 
 func submit(t *testing.T, c *batch.Client, queue, name, shareName string, prio int32, script string) string {
@@ -140,3 +161,5 @@ func waitStatus(t *testing.T, c *batch.Client, id string, want ...types.ServiceJ
 func listAll(q string) dispatch.ListFilter {
 	return dispatch.ListFilter{Queue: q, Filter: "JOB_NAME", Values: []string{"*"}}
 }
+
+type dispatchJobInput = dispatch.JobInput

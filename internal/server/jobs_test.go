@@ -210,7 +210,15 @@ func TestTimeout(t *testing.T) {
 	in.TimeoutConfig = &types.ServiceJobTimeout{AttemptDurationSeconds: aws.Int32(1)}
 	id := *must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, in)).JobId
 	d := waitStatus(t, c, id, types.ServiceJobStatusFailed)
-	if !strings.HasPrefix(aws.ToString(d.StatusReason), "Timeout: the attempt ran longer than its limit of 1s") {
+	if !strings.HasPrefix(aws.ToString(d.StatusReason), "Timeout: the attempt ran longer than its limit of 1s (timeoutConfig.attemptDurationSeconds)") {
+		t.Errorf("reason = %q", aws.ToString(d.StatusReason))
+	}
+	// The payload's own MaxRuntimeInSeconds counts too, when it is the smaller.
+	in = job("q", "a", `{"AlgorithmSpecification":{"ContainerEntrypoint":["sleep","30"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1},"StoppingCondition":{"MaxRuntimeInSeconds":1}}`)
+	in.TimeoutConfig = &types.ServiceJobTimeout{AttemptDurationSeconds: aws.Int32(600)}
+	id = *must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, in)).JobId
+	d = waitStatus(t, c, id, types.ServiceJobStatusFailed)
+	if !strings.HasPrefix(aws.ToString(d.StatusReason), "Timeout: the attempt ran longer than its limit of 1s (StoppingCondition.MaxRuntimeInSeconds)") {
 		t.Errorf("reason = %q", aws.ToString(d.StatusReason))
 	}
 }
@@ -226,4 +234,41 @@ func TestNeverFits(t *testing.T) {
 		}
 	}
 	t.Errorf("reason = %q", aws.ToString(describe(t, c, id).StatusReason))
+}
+
+// TestEnvironmentShrunk: lowering the environment's limit below usage preempts at once,
+// with the rule in the reason; the job is requeued.
+func TestEnvironmentShrunk(t *testing.T) {
+	dir := t.TempDir()
+	_, c := start(t, filepath.Join(dir, "data"), 5*time.Second)
+	setup(t, c, "q", 2, share("a", "RESERVE", 2, nil, false))
+	gate := gated(filepath.Join(dir, "go"))
+	a1 := submit(t, c, "q", "a1", "a", 1, gate)
+	a2 := submit(t, c, "q", "a2", "a", 2, gate)
+	waitStatus(t, c, a1, types.ServiceJobStatusRunning)
+	waitStatus(t, c, a2, types.ServiceJobStatusRunning)
+	must[*batch.UpdateServiceEnvironmentOutput](t)(c.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: aws.String("q-env"),
+		CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(1)}}}))
+	d := waitStatus(t, c, a1, types.ServiceJobStatusRunnable)
+	if r := aws.ToString(d.PreemptionSummary.RecentPreemptedAttempts[0].StatusReason); !strings.Contains(r, "Service environment capacity lowered: limit of 1 ml.g5.xlarge is below the 2 in use") {
+		t.Errorf("reason = %q", r)
+	}
+	if d := describe(t, c, a2); d.Status != types.ServiceJobStatusRunning {
+		t.Errorf("the higher-priority job is %s", d.Status)
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+}
+
+// TestUpdateSchedulingPolicy: the strategy can be set again, the kind never changes.
+func TestUpdateSchedulingPolicy(t *testing.T) {
+	_, c := start(t, t.TempDir(), 0)
+	setup(t, c, "q", 1)
+	arn := aws.String("arn:aws:batch:us-east-1:000000000000:scheduling-policy/q-policy")
+	must[*batch.UpdateSchedulingPolicyOutput](t)(c.UpdateSchedulingPolicy(ctx, &batch.UpdateSchedulingPolicyInput{Arn: arn,
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}}))
+	_, err := c.UpdateSchedulingPolicy(ctx, &batch.UpdateSchedulingPolicyInput{Arn: arn, FairsharePolicy: &types.FairsharePolicy{}})
+	clientError(t, err, "a policy's kind can never change")
+	_, err = c.UpdateSchedulingPolicy(ctx, &batch.UpdateSchedulingPolicyInput{Arn: aws.String(*arn + "x"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
+	clientError(t, err, "does not exist")
 }

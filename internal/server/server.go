@@ -35,13 +35,17 @@ type Config struct {
 	GPUTable map[string]int
 	Sched    sched.Config
 	Logf     func(format string, args ...any)
+	// NewExecutor replaces the local executor (benchmarks use one that ends every attempt
+	// at once). It gets the engine's report callback.
+	NewExecutor func(report func(quotashare.Report)) (quotashare.Executor, error)
 }
 
 // Server is a running quotashare server.
 type Server struct {
 	URL    string
 	engine *dispatch.Engine
-	exec   *procexec.Executor
+	exec   quotashare.Executor
+	local  *procexec.Executor
 	store  *sqlite.DB
 	http   *http.Server
 	ln     net.Listener
@@ -63,8 +67,15 @@ func Start(cfg Config) (*Server, error) {
 		store.Close()
 		return nil, err
 	}
-	x, err := procexec.New(procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
+	var x quotashare.Executor
+	local, err := procexec.New(procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
 		GPUTable: cfg.GPUTable, Report: engine.Report})
+	if err == nil {
+		x = local
+		if cfg.NewExecutor != nil {
+			x, err = cfg.NewExecutor(engine.Report)
+		}
+	}
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -81,7 +92,7 @@ func Start(cfg Config) (*Server, error) {
 		store.Close()
 		return nil, err
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), engine: engine, exec: x, store: store, ln: ln, done: make(chan error, 1)}
+	s := &Server{URL: "http://" + ln.Addr().String(), engine: engine, exec: x, local: local, store: store, ln: ln, done: make(chan error, 1)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /logs/{job}", s.logs)
@@ -105,8 +116,9 @@ func (s *Server) Close() error {
 	return errors.Join(err, s.store.Close())
 }
 
-// logs serves an attempt's output: GET /logs/{job}?attempt=N&host=algo-1&stream=stdout.
-// The attempt defaults to the latest, the host to algo-1, the stream to stdout.
+// logs serves an attempt's output: GET /logs/{job}?attempt=N&host=algo-1&stream=stdout
+// &offset=BYTES. The attempt defaults to the latest, the host to algo-1, the stream to
+// stdout. The header X-Quotashare-Attempt-Over says whether more output may come.
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	j, err := s.engine.Job(r.PathValue("job"))
 	if err != nil {
@@ -139,12 +151,27 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "stream must be stdout or stderr, host a name like algo-1", http.StatusBadRequest)
 		return
 	}
-	f, err := os.Open(s.exec.LogPath(id, host, stream))
+	f, err := os.Open(s.local.LogPath(id, host, stream))
 	if err != nil {
 		http.Error(w, fmt.Sprintf("no %s for attempt %s on %s", stream, id, host), http.StatusNotFound)
 		return
 	}
 	defer f.Close()
+	if o := r.URL.Query().Get("offset"); o != "" {
+		off, err := strconv.ParseInt(o, 10, 64)
+		if err != nil || off < 0 {
+			http.Error(w, fmt.Sprintf("offset: %q must be a byte offset of 0 or more", o), http.StatusBadRequest)
+			return
+		}
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
+	// Whether more may come: the attempt still holds capacity.
+	over := j.Current == nil || j.Current.ID != id
+	w.Header().Set("X-Quotashare-Attempt", id)
+	w.Header().Set("X-Quotashare-Attempt-Over", strconv.FormatBool(over))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.Copy(w, f)
 }

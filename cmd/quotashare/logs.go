@@ -1,0 +1,100 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const logsUsage = `usage: quotashare logs [flags] JOB
+
+Prints the output of a job's attempt (the latest by default), as kept on the server's disk.
+JOB is the job id or its ARN.
+
+Example:
+  quotashare logs 3f1c...e2 --attempt 1 --stderr
+  quotashare logs 3f1c...e2 --follow
+`
+
+func logs(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, logsUsage); fs.PrintDefaults() }
+	endpoint := fs.String("endpoint", "http://127.0.0.1:8080", "the quotashare server")
+	attempt := fs.Int("attempt", 0, "which attempt, from 1 (default: the latest)")
+	host := fs.String("host", "algo-1", "which instance of the attempt")
+	errStream := fs.Bool("stderr", false, "print stderr instead of stdout")
+	follow := fs.Bool("follow", false, "keep printing new output until the attempt ends")
+	if err := fs.Parse(reorder(args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errors.New("logs takes exactly one job id")
+	}
+	if *attempt < 0 {
+		return fmt.Errorf("--attempt: %d must be 1 or more", *attempt)
+	}
+	q := url.Values{"host": {*host}, "stream": {"stdout"}}
+	if *errStream {
+		q.Set("stream", "stderr")
+	}
+	if *attempt > 0 {
+		q.Set("attempt", strconv.Itoa(*attempt))
+	}
+	base := strings.TrimRight(*endpoint, "/") + "/logs/" + url.PathEscape(fs.Arg(0))
+	var off int64
+	for {
+		q.Set("offset", strconv.FormatInt(off, 10))
+		resp, err := http.Get(base + "?" + q.Encode())
+		if err != nil {
+			return fmt.Errorf("--endpoint %s: %w", *endpoint, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			msg, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return errors.New(strings.TrimSpace(string(msg)))
+		}
+		n, err := io.Copy(stdout, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		off += n
+		// Pin the attempt, so that following does not jump to a later one.
+		q.Set("attempt", strings.TrimPrefix(resp.Header.Get("X-Quotashare-Attempt"), fs.Arg(0)+"-"))
+		if !*follow || (n == 0 && resp.Header.Get("X-Quotashare-Attempt-Over") == "true") {
+			return nil
+		}
+		if n == 0 {
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+}
+
+// reorder moves flags before the positional arguments, so that `logs JOB --follow` works.
+func reorder(args []string) []string {
+	var flags, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case !strings.HasPrefix(a, "-"):
+			rest = append(rest, a)
+		case strings.Contains(a, "=") || a == "--follow" || a == "-follow" || a == "--stderr" || a == "-stderr":
+			flags = append(flags, a)
+		default:
+			flags = append(flags, a)
+			if i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		}
+	}
+	return append(flags, rest...)
+}

@@ -1,0 +1,145 @@
+package dispatch
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sqlite"
+)
+
+// clock is a fake clock the test moves.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// idle is an executor that starts nothing and never reports.
+type idle struct{}
+
+func (idle) Check(string) error                     { return nil }
+func (idle) Start(quotashare.AttemptSpec) error     { return nil }
+func (idle) Stop(string) error                      { return nil }
+func (idle) Recover([]quotashare.AttemptSpec) error { return nil }
+func (idle) Close() error                           { return nil }
+
+func open(t *testing.T, dir string, c *clock) *Engine {
+	t.Helper()
+	st, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(Config{Store: st, Now: c.Now, Tick: 5 * time.Millisecond, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(idle{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(); st.Close() })
+	return e
+}
+
+func mustOK[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// TestTimeLimitActions: a job that can never fit waits with AWS's MISCONFIGURATION reason
+// and is terminated by the queue's jobStateTimeLimitAction once it has waited
+// maxTimeSeconds; a job that can fit is left alone.
+func TestTimeLimitActions(t *testing.T) {
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	e := open(t, t.TempDir(), c)
+	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
+	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+	prio := 1
+	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
+		EnvOrder: []EnvOrder{{1, "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{
+			{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"}}}))
+	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+	pl := func(n int) string {
+		return `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":` + string(rune('0'+n)) + `}}`
+	}
+	big := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "big", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl(2)}))
+	wait := func(id string, ok func(quotashare.Job) bool) quotashare.Job {
+		t.Helper()
+		for range 400 {
+			j, _ := e.Job(id)
+			if ok(j) {
+				return j
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		j, _ := e.Job(id)
+		t.Fatalf("job %s: %s %s", j.Name, j.Status, j.StatusReason)
+		return j
+	}
+	wait(big.ID, func(j quotashare.Job) bool {
+		return strings.HasPrefix(j.StatusReason, "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - ")
+	})
+	c.Add(599 * time.Second)
+	time.Sleep(50 * time.Millisecond)
+	if j, _ := e.Job(big.ID); j.Status != quotashare.Runnable {
+		t.Fatalf("terminated before maxTimeSeconds: %s %s", j.Status, j.StatusReason)
+	}
+	c.Add(2 * time.Second)
+	j := wait(big.ID, func(j quotashare.Job) bool { return j.Status == quotashare.Failed })
+	if j.StatusReason != "Terminated by JobStateTimeLimit action due to reason: MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE" || !j.IsTerminated {
+		t.Errorf("reason = %q, isTerminated %v", j.StatusReason, j.IsTerminated)
+	}
+}
+
+// TestReopen: what the engine committed is there after a reopen, scheduler included.
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	e := open(t, dir, c)
+	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
+	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+	prio := 1
+	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN, EnvOrder: []EnvOrder{{1, "e"}}}))
+	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+	pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
+	first := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "first", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+	second := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "second", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+	for range 400 {
+		if j, _ := e.Job(first.ID); j.Status == quotashare.Scheduled {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.Close()
+
+	e2 := open(t, dir, c)
+	j1, err := e2.Job(first.ID)
+	if err != nil || j1.Status != quotashare.Scheduled || j1.Current == nil {
+		t.Fatalf("first job after reopen: %+v, %v", j1, err)
+	}
+	j2, _ := e2.Job(second.ID)
+	if j2.Status != quotashare.Runnable {
+		t.Fatalf("second job after reopen: %s", j2.Status)
+	}
+	u, err := e2.Usage("q")
+	if err != nil || len(u) != 1 || u[0].Types[0].InUse != 1 || u[0].Waiting != 1 {
+		t.Errorf("rebuilt scheduler: %+v %v", u, err)
+	}
+}

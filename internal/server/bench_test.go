@@ -1,0 +1,159 @@
+package server
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"github.com/quotashare/quotashare"
+)
+
+// instantExecutor ends every attempt successfully as soon as it starts: the benchmarks
+// below measure the API, the store and the scheduler, not process launches.
+type instantExecutor struct{ report func(quotashare.Report) }
+
+func (x instantExecutor) Check(string) error { return nil }
+func (x instantExecutor) Start(a quotashare.AttemptSpec) error {
+	go x.report(quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptExited, Success: true, Reason: "Completed"})
+	return nil
+}
+func (x instantExecutor) Stop(string) error                     { return nil }
+func (x instantExecutor) Recover([]quotashare.AttemptSpec) error { return nil }
+func (x instantExecutor) Close() error                          { return nil }
+
+func benchServer(b *testing.B, capacity int32, executor bool) (*Server, *batch.Client) {
+	cfg := Config{Addr: "127.0.0.1:0", Data: b.TempDir()}
+	if executor {
+		cfg.NewExecutor = func(r func(quotashare.Report)) (quotashare.Executor, error) { return instantExecutor{r}, nil }
+	}
+	s, err := Start(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	c := newClient(s.URL)
+	t := &testing.T{}
+	setup(t, c, "q", capacity, share("a", "LEND_AND_BORROW", capacity, aws.Int32(-1), false), share("b", "LEND", capacity, nil, false))
+	if t.Failed() {
+		b.Fatal("setup failed")
+	}
+	return s, c
+}
+
+func benchJob(i int64) *batch.SubmitServiceJobInput {
+	in := job("q", "a", payload("true", 1))
+	in.JobName = aws.String(fmt.Sprintf("j%d", i))
+	return in
+}
+
+// BenchmarkSubmit: SubmitServiceJob through the SDK over loopback, 64 clients at once;
+// every answer waits for its commit (synchronous=FULL, group commit). The jobs queue.
+func BenchmarkSubmit(b *testing.B) {
+	_, c := benchServer(b, 1, true)
+	var n atomic.Int64
+	b.SetParallelism(32)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.SubmitServiceJob(ctx, benchJob(n.Add(1))); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "submits/s")
+}
+
+// BenchmarkDescribe: DescribeServiceJob through the SDK, 64 clients at once, over 10,000 jobs.
+func BenchmarkDescribe(b *testing.B) {
+	s, c := benchServer(b, 1, true)
+	var ids []string
+	for i := range 10000 {
+		j, err := s.Engine().Submit(jobInput(int64(i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	var n atomic.Int64
+	b.SetParallelism(32)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(ids[n.Add(7919)%int64(len(ids))])}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "describes/s")
+}
+
+// BenchmarkSubmitToScheduled: 500 jobs/s arrive for 4 s while capacity is free (each
+// attempt ends at once); the latency is from the client's send to the server's recorded
+// SCHEDULED time, which is committed before the submit is answered.
+func BenchmarkSubmitToScheduled(b *testing.B) {
+	s, c := benchServer(b, 64, true)
+	const rate, seconds = 500, 4
+	for b.Loop() {
+		var mu sync.Mutex
+		var lat []time.Duration
+		var wg sync.WaitGroup
+		tick := time.NewTicker(time.Second / rate)
+		for i := range rate * seconds {
+			<-tick.C
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sent := time.Now()
+				out, err := c.SubmitServiceJob(ctx, benchJob(int64(i)))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				var at time.Time
+				for range 1000 {
+					j, _ := s.Engine().Job(*out.JobId)
+					if j.Status != quotashare.Runnable {
+						at = scheduledAt(j)
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				mu.Lock()
+				lat = append(lat, at.Sub(sent))
+				mu.Unlock()
+			}()
+		}
+		tick.Stop()
+		wg.Wait()
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+	}
+}
+
+func scheduledAt(j quotashare.Job) time.Time {
+	if j.Current != nil {
+		return j.Current.ScheduledAt
+	}
+	if len(j.Attempts) > 0 {
+		return j.Attempts[0].ScheduledAt
+	}
+	return time.Time{}
+}
+
+func jobInput(i int64) dispatchJobInput {
+	in := benchJob(i)
+	return dispatchJobInput{Name: *in.JobName, Queue: "q", Type: string(types.ServiceJobTypeSagemakerTraining), Payload: *in.ServiceRequestPayload, Share: "a"}
+}
