@@ -24,9 +24,9 @@ func (x instantExecutor) Start(a quotashare.AttemptSpec) error {
 	go x.report(quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptExited, Success: true, Reason: "Completed"})
 	return nil
 }
-func (x instantExecutor) Stop(string) error                     { return nil }
+func (x instantExecutor) Stop(string) error                      { return nil }
 func (x instantExecutor) Recover([]quotashare.AttemptSpec) error { return nil }
-func (x instantExecutor) Close() error                          { return nil }
+func (x instantExecutor) Close() error                           { return nil }
 
 func benchServer(b *testing.B, capacity int32, executor bool) (*Server, *batch.Client) {
 	cfg := Config{Addr: "127.0.0.1:0", Data: b.TempDir()}
