@@ -222,6 +222,9 @@ func (e *Engine) load() error {
 		if !j.Status.Done() {
 			qs.live[j.Share]++
 		}
+		if j.Status == quotashare.Runnable {
+			qs.fresh = append(qs.fresh, j) // its stored reason may be stale
+		}
 		if j.CreatedAt.After(e.lastNow) {
 			e.lastNow = j.CreatedAt
 		}
@@ -454,7 +457,6 @@ func (e *Engine) pass(qs *queueState, now time.Time) {
 			if j.Status == quotashare.Runnable {
 				j.StatusReason = fmt.Sprintf("SERVICE_ENVIRONMENT_DISABLED - service environment %s is DISABLED: no job of queue %s is placed until it is enabled",
 					nameOf(qs.q.EnvironmentARN), qs.q.Name)
-				e.touchJob(j)
 			}
 		}
 		qs.fresh = qs.fresh[:0]
@@ -467,20 +469,18 @@ func (e *Engine) pass(qs *queueState, now time.Time) {
 	for _, p := range plan.Preemptions {
 		e.preempt(e.jobs[p.JobID], p)
 	}
+	// A waiting job's reason follows from the scheduler's state, which a restart
+	// rebuilds: it is kept current in memory and written with the job's next real change,
+	// never on its own (a pass may change the numbers in a thousand reasons per share).
 	for _, w := range plan.Waiting {
-		j := e.jobs[w.JobID]
-		j.StatusReason = w.Reason.String()
-		e.touchJob(j)
+		e.jobs[w.JobID].StatusReason = w.Reason.String()
 	}
 	for _, j := range qs.fresh {
 		if j.Status != quotashare.Runnable {
 			continue
 		}
 		if r, ok := qs.sched.Reason(j.ID); ok {
-			if s := r.String(); s != j.StatusReason {
-				j.StatusReason = s
-				e.touchJob(j)
-			}
+			j.StatusReason = r.String()
 		}
 	}
 	qs.fresh = qs.fresh[:0]

@@ -134,9 +134,17 @@ func TestReopen(t *testing.T) {
 	if err != nil || j1.Status != quotashare.Scheduled || j1.Current == nil {
 		t.Fatalf("first job after reopen: %+v, %v", j1, err)
 	}
-	j2, _ := e2.Job(second.ID)
-	if j2.Status != quotashare.Runnable {
-		t.Fatalf("second job after reopen: %s", j2.Status)
+	// A waiting job's reason is not stored on its own: the first pass after the reopen
+	// says it again.
+	var j2 quotashare.Job
+	for range 400 {
+		if j2, _ = e2.Job(second.ID); strings.HasPrefix(j2.StatusReason, "QUOTA_SHARE_AT_LIMIT - share a is at its limit of 1 ml.g5.xlarge (1 in use") {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if j2.Status != quotashare.Runnable || !strings.HasPrefix(j2.StatusReason, "QUOTA_SHARE_AT_LIMIT") {
+		t.Fatalf("second job after reopen: %s %q", j2.Status, j2.StatusReason)
 	}
 	u, err := e2.Usage("q")
 	if err != nil || len(u) != 1 || u[0].Types[0].InUse != 1 || u[0].Waiting != 1 {
