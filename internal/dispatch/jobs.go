@@ -287,19 +287,15 @@ func (e *Engine) ListJobs(f ListFilter, start, max int) ([]quotashare.Job, int, 
 	if f.Queue == "" {
 		return nil, 0, invalid("jobQueue: is required")
 	}
-	arn, err := e.ref("jobQueue", "job-queue", f.Queue)
-	if err != nil {
-		return nil, 0, err
-	}
 	match, err := jobMatcher(f)
 	if err != nil {
 		return nil, 0, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	qs := e.queues[arn]
-	if qs == nil {
-		return nil, 0, quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", f.Queue)
+	qs, err := e.queueRef(f.Queue)
+	if err != nil {
+		return nil, 0, err
 	}
 	var out []quotashare.Job
 	// Positions count from the newest job; jobs only ever get added at the new end, so a
@@ -397,15 +393,11 @@ type ShareUse struct {
 
 // Snapshot returns the queue's front jobs and capacity use.
 func (e *Engine) Snapshot(queue string) (Snapshot, error) {
-	arn, err := e.ref("jobQueue", "job-queue", queue)
-	if err != nil {
-		return Snapshot{}, err
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	qs := e.queues[arn]
-	if qs == nil {
-		return Snapshot{}, quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", queue)
+	qs, err := e.queueRef(queue)
+	if err != nil {
+		return Snapshot{}, err
 	}
 	snap := Snapshot{At: e.cfg.Now(), ShareFront: map[string]FrontJob{}}
 	var front []*quotashare.Job
@@ -440,15 +432,11 @@ func (e *Engine) Snapshot(queue string) (Snapshot, error) {
 
 // Usage returns a queue's per-share usage, as the core counts it.
 func (e *Engine) Usage(queue string) ([]sched.ShareUsage, error) {
-	arn, err := e.ref("jobQueue", "job-queue", queue)
-	if err != nil {
-		return nil, err
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	qs := e.queues[arn]
-	if qs == nil {
-		return nil, quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", queue)
+	qs, err := e.queueRef(queue)
+	if err != nil {
+		return nil, err
 	}
 	return qs.sched.Usage(), nil
 }

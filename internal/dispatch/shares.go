@@ -1,0 +1,232 @@
+package dispatch
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sched"
+)
+
+// ---- quota shares ----
+
+// ShareInput is CreateQuotaShare's request, and UpdateQuotaShare's where nil and ""
+// keep the current value.
+type ShareInput struct {
+	Name, Queue       string
+	Limits            []quotashare.Demand
+	Strategy          quotashare.Strategy
+	BorrowLimit       *int
+	InSharePreemption string
+	State             string
+	Tags              map[string]string
+}
+
+func inShare(v string, def bool) (bool, error) {
+	switch v {
+	case "":
+		return def, nil
+	case "ENABLED":
+		return true, nil
+	case "DISABLED":
+		return false, nil
+	}
+	return false, invalid("preemptionConfiguration.inSharePreemption: %q must be ENABLED or DISABLED", v)
+}
+
+func checkShareLimits(limits []quotashare.Demand) error {
+	for i, d := range limits {
+		if d.Count < 1 {
+			return invalid("capacityLimits[%d].maxCapacity: %d must be at least 1", i, d.Count)
+		}
+	}
+	return nil
+}
+
+// shareConfig merges an update into a share's configuration and validates the result.
+func shareConfig(cur quotashare.QuotaShare, in ShareInput, creating bool) (quotashare.QuotaShare, error) {
+	if in.Limits != nil {
+		if err := checkShareLimits(in.Limits); err != nil {
+			return cur, err
+		}
+		cur.Limits = slices.Clone(in.Limits)
+	}
+	if in.Strategy != "" {
+		cur.Strategy = in.Strategy
+		if !in.Strategy.Borrows() && in.BorrowLimit == nil {
+			cur.BorrowLimit = quotashare.UnlimitedBorrow
+		}
+	}
+	if in.BorrowLimit != nil {
+		if cur.Strategy != quotashare.LendAndBorrow {
+			return cur, invalid("resourceSharingConfiguration.borrowLimit: applies only to strategy LEND_AND_BORROW, not %s; leave it out", cur.Strategy)
+		}
+		if *in.BorrowLimit < -1 {
+			return cur, invalid("resourceSharingConfiguration.borrowLimit: %d must be -1 (unlimited) or a percentage of at least 0", *in.BorrowLimit)
+		}
+		cur.BorrowLimit = *in.BorrowLimit
+	} else if creating {
+		cur.BorrowLimit = quotashare.UnlimitedBorrow
+	}
+	var err error
+	if cur.InSharePreemption, err = inShare(in.InSharePreemption, cur.InSharePreemption); err != nil {
+		return cur, err
+	}
+	if cur.Disabled, err = state("state", in.State, cur.Disabled); err != nil {
+		return cur, err
+	}
+	if err := sched.CheckShare(schedShare(&cur)); err != nil {
+		return cur, invalid("%v", err)
+	}
+	return cur, nil
+}
+
+// shareByARN finds a share. Call with e.mu held.
+func (e *Engine) shareByARN(arn string) *quotashare.QuotaShare {
+	q, name, ok := strings.Cut(arn, "/quota-share/")
+	if !ok {
+		return nil
+	}
+	if qs := e.queues[q]; qs != nil {
+		return qs.shares[name]
+	}
+	return nil
+}
+
+// CreateShare creates a quota share.
+func (e *Engine) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error) {
+	if err := checkName("quotaShareName", in.Name); err != nil {
+		return out, err
+	}
+	if in.Strategy == "" {
+		return out, invalid("resourceSharingConfiguration.strategy: is required (RESERVE, LEND or LEND_AND_BORROW)")
+	}
+	if in.InSharePreemption == "" {
+		return out, invalid("preemptionConfiguration.inSharePreemption: is required (ENABLED or DISABLED)")
+	}
+	if len(in.Limits) == 0 {
+		return out, invalid("capacityLimits: a quota share needs 1 to %d limits, one per instance type", sched.MaxShareLimits)
+	}
+	if err := CheckTags("tags", in.Tags); err != nil {
+		return out, err
+	}
+	cfg, err := shareConfig(quotashare.QuotaShare{Name: in.Name}, in, true)
+	if err != nil {
+		return out, err
+	}
+	qarn, err := e.ref("jobQueue", "job-queue", in.Queue)
+	if err != nil {
+		return out, err
+	}
+	err = e.write(func(time.Time) error {
+		qs := e.queues[qarn]
+		if qs == nil {
+			return invalid("jobQueue: %s does not exist", in.Queue)
+		}
+		if qs.shares[in.Name] != nil {
+			return quotashare.Errorf(quotashare.Conflict, "Quota share %s already exists in job queue %s", in.Name, qs.q.Name)
+		}
+		cfg.QueueARN = qarn
+		cfg.ARN = qarn + "/quota-share/" + in.Name
+		cfg.Tags = maps.Clone(in.Tags)
+		if err := qs.sched.SetShare(schedShare(&cfg)); err != nil {
+			return invalid("%v", err)
+		}
+		s := &cfg
+		qs.shares[in.Name] = s
+		qs.dirty = true
+		e.touch(kindShare, s.ARN)
+		out = *s
+		return nil
+	})
+	return out, err
+}
+
+// UpdateShare changes a share. A limit lowered below usage makes the excess borrowed:
+// reclaimable when an owner needs it.
+func (e *Engine) UpdateShare(arn string, in ShareInput) (out quotashare.QuotaShare, err error) {
+	err = e.write(func(time.Time) error {
+		s := e.shareByARN(arn)
+		if s == nil {
+			return quotashare.Errorf(quotashare.NotFound, "quotaShareArn: quota share %s does not exist", arn)
+		}
+		if s.Deleting {
+			return quotashare.Errorf(quotashare.Conflict, "quotaShareArn: quota share %s is being deleted", s.Name)
+		}
+		cfg, err := shareConfig(*s, in, false)
+		if err != nil {
+			return err
+		}
+		qs := e.queues[s.QueueARN]
+		if err := qs.sched.SetShare(schedShare(&cfg)); err != nil {
+			return invalid("%v", err)
+		}
+		*s = cfg
+		qs.dirty = true
+		qs.fresh = append(qs.fresh, qs.runnable()...)
+		e.touch(kindShare, arn)
+		out = *s
+		out.Tags = maps.Clone(s.Tags)
+		return nil
+	})
+	return out, err
+}
+
+// DescribeShare returns a share; a missing one is an error that says "does not exist".
+func (e *Engine) DescribeShare(arn string) (quotashare.QuotaShare, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.shareByARN(arn)
+	if s == nil {
+		return quotashare.QuotaShare{}, quotashare.Errorf(quotashare.NotFound, "quotaShareArn: quota share %s does not exist", arn)
+	}
+	c := *s
+	c.Tags = maps.Clone(s.Tags)
+	return c, nil
+}
+
+// ListShares returns a queue's shares, sorted by name.
+func (e *Engine) ListShares(queue string) ([]quotashare.QuotaShare, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qs, err := e.queueRef(queue)
+	if err != nil {
+		return nil, err
+	}
+	var out []quotashare.QuotaShare
+	for _, name := range slices.Sorted(maps.Keys(qs.shares)) {
+		out = append(out, *qs.shares[name])
+	}
+	return out, nil
+}
+
+// DeleteShare deletes a DISABLED share: its waiting jobs fail at once, its running ones
+// are stopped, and the share is gone when the last of them has stopped.
+func (e *Engine) DeleteShare(arn string) error {
+	return e.write(func(now time.Time) error {
+		s := e.shareByARN(arn)
+		if s == nil {
+			return quotashare.Errorf(quotashare.NotFound, "quotaShareArn: quota share %s does not exist", arn)
+		}
+		if !s.Disabled {
+			return quotashare.Errorf(quotashare.Conflict, "quotaShareArn: quota share %s is ENABLED; set its state to DISABLED first", s.Name)
+		}
+		if s.Deleting {
+			return nil
+		}
+		s.Deleting = true
+		e.touch(kindShare, arn)
+		qs := e.queues[s.QueueARN]
+		for _, j := range qs.jobs {
+			if j.Share == s.Name && !j.Status.Done() {
+				e.terminate(qs, j, "Quota share "+s.Name+" was deleted", now)
+			}
+		}
+		if qs.live[s.Name] == 0 {
+			e.dropShare(qs, s)
+		}
+		return nil
+	})
+}
