@@ -74,13 +74,20 @@ func (s JobStatus) Done() bool { return s == Succeeded || s == Failed }
 // Active reports whether a job in this state holds capacity.
 func (s JobStatus) Active() bool { return s == Scheduled || s == Starting || s == Running }
 
-// RetryRule is one evaluateOnExit entry: the first rule whose pattern matches the failed
-// attempt's statusReason decides whether the job is retried.
+// RetryRule is one evaluateOnExit entry: the first rule whose patterns all match the
+// failed attempt decides whether the job is retried. Each pattern is a glob: exact, or a
+// prefix when it ends in '*'; an empty one matches anything.
 type RetryRule struct {
 	// Action is RETRY or EXIT (upper-cased at submit).
 	Action string
-	// OnStatusReason is a glob: exact, or a prefix when it ends in '*'.
+	// OnStatusReason matches the attempt's statusReason.
 	OnStatusReason string
+	// OnExitCode matches the first non-zero exit code, in decimal (AWS's container-job
+	// field; the SDK's service-job type lacks it, raw JSON clients may send it).
+	OnExitCode string
+	// OnReason matches the executor's reason without the instance details: AlgorithmError,
+	// Timeout or CannotStart (likewise a container-job field).
+	OnReason string
 }
 
 // RetryStrategy is a job's retryStrategy: Attempts counts the first attempt (1..10).

@@ -334,7 +334,8 @@ func (h *Handler) submit(in *submitIn) (any, error) {
 	if r := in.RetryStrategy; r != nil {
 		rs := &quotashare.RetryStrategy{Attempts: r.Attempts}
 		for _, e := range r.EvaluateOnExit {
-			rs.Rules = append(rs.Rules, quotashare.RetryRule{Action: strings.ToUpper(e.Action), OnStatusReason: e.OnStatusReason})
+			rs.Rules = append(rs.Rules, quotashare.RetryRule{Action: strings.ToUpper(e.Action), OnStatusReason: e.OnStatusReason,
+				OnExitCode: e.OnExitCode, OnReason: e.OnReason})
 		}
 		jin.Retry = rs
 	}
@@ -400,7 +401,8 @@ func (h *Handler) jobOutOf(j quotashare.Job, full bool) jobOut {
 	if r := j.Retry; r != nil {
 		rs := &retryStrategy{Attempts: r.Attempts}
 		for _, rule := range r.Rules {
-			rs.EvaluateOnExit = append(rs.EvaluateOnExit, evaluateOnExit{Action: rule.Action, OnStatusReason: rule.OnStatusReason})
+			rs.EvaluateOnExit = append(rs.EvaluateOnExit, evaluateOnExit{Action: rule.Action, OnStatusReason: rule.OnStatusReason,
+				OnExitCode: rule.OnExitCode, OnReason: rule.OnReason})
 		}
 		o.RetryStrategy = rs
 	}

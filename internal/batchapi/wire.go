@@ -183,6 +183,9 @@ type listSharesIn struct {
 type evaluateOnExit struct {
 	Action         string `json:"action,omitempty"`
 	OnStatusReason string `json:"onStatusReason,omitempty"`
+	// onExitCode and onReason are AWS container-job fields, accepted here too.
+	OnExitCode string `json:"onExitCode,omitempty"`
+	OnReason   string `json:"onReason,omitempty"`
 }
 
 type retryStrategy struct {

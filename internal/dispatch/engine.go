@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -603,7 +604,7 @@ func (e *Engine) apply(r quotashare.Report, now time.Time) {
 	default:
 		a.StatusReason = r.Reason
 		j.Attempts = append(j.Attempts, *a)
-		if retry, why := shouldRetry(j, r.Reason); retry {
+		if retry, why := shouldRetry(j, r); retry {
 			e.requeue(qs, j, fmt.Sprintf("RUNNABLE - retrying (attempt %d of %d failed: %s)", len(j.Attempts), attemptsAllowed(j), r.Reason), now)
 		} else {
 			e.finish(qs, j, quotashare.Failed, r.Reason+why, now)
@@ -622,15 +623,20 @@ func attemptsAllowed(j *quotashare.Job) int {
 }
 
 // shouldRetry applies retryStrategy to a failed attempt: the first evaluateOnExit rule
-// whose pattern matches the reason decides; with none matching, the job is retried while
+// whose patterns all match decides; with none matching, the job is retried while
 // attempts remain (as AWS does for container jobs). The text says why not, when not.
-func shouldRetry(j *quotashare.Job, reason string) (bool, string) {
+func shouldRetry(j *quotashare.Job, r quotashare.Report) (bool, string) {
 	left := attemptsAllowed(j) - len(j.Attempts)
+	code := ""
+	if r.ExitCode != nil {
+		code = strconv.Itoa(*r.ExitCode)
+	}
+	kind, _, _ := strings.Cut(r.Reason, ":")
 	if j.Retry != nil {
-		for _, rule := range j.Retry.Rules {
-			if globMatch(rule.OnStatusReason, reason) {
+		for i, rule := range j.Retry.Rules {
+			if globMatch(rule.OnStatusReason, r.Reason) && globMatch(rule.OnExitCode, code) && globMatch(rule.OnReason, kind) {
 				if rule.Action == "EXIT" {
-					return false, fmt.Sprintf(" (retryStrategy: EXIT on %q)", rule.OnStatusReason)
+					return false, fmt.Sprintf(" (retryStrategy: evaluateOnExit[%d] says EXIT)", i)
 				}
 				break
 			}
@@ -645,6 +651,9 @@ func shouldRetry(j *quotashare.Job, reason string) (bool, string) {
 // globMatch matches AWS's evaluateOnExit patterns: exact, or a prefix when the pattern
 // ends in '*'.
 func globMatch(pattern, s string) bool {
+	if pattern == "" {
+		return true
+	}
 	if p, ok := strings.CutSuffix(pattern, "*"); ok {
 		return strings.HasPrefix(s, p)
 	}

@@ -57,8 +57,11 @@ func checkJobInput(in JobInput) ([]quotashare.Demand, error) {
 			if rule.Action != "RETRY" && rule.Action != "EXIT" {
 				return nil, invalid("retryStrategy.evaluateOnExit[%d].action: %q must be RETRY or EXIT", i, rule.Action)
 			}
-			if rule.OnStatusReason == "" || len(rule.OnStatusReason) > 512 {
-				return nil, invalid("retryStrategy.evaluateOnExit[%d].onStatusReason: must be 1-512 characters", i)
+			if rule.OnStatusReason == "" && rule.OnExitCode == "" && rule.OnReason == "" {
+				return nil, invalid("retryStrategy.evaluateOnExit[%d]: give onStatusReason (or onExitCode, onReason) to match", i)
+			}
+			if len(rule.OnStatusReason) > 512 || len(rule.OnReason) > 512 || len(rule.OnExitCode) > 512 {
+				return nil, invalid("retryStrategy.evaluateOnExit[%d]: each pattern is at most 512 characters", i)
 			}
 		}
 	}

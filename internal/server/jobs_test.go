@@ -1,7 +1,9 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -124,7 +126,7 @@ func TestTerminate(t *testing.T) {
 // that matches the statusReason ends the job at once.
 func TestRetryStrategy(t *testing.T) {
 	dir := t.TempDir()
-	_, c := start(t, filepath.Join(dir, "data"), time.Second)
+	srv, c := start(t, filepath.Join(dir, "data"), time.Second)
 	setup(t, c, "q", 2, share("a", "LEND", 2, nil, false))
 	count := filepath.Join(dir, "count")
 	// Fails twice with exit code 3, then succeeds.
@@ -146,8 +148,26 @@ func TestRetryStrategy(t *testing.T) {
 		{Action: "RETRY", OnStatusReason: aws.String("*")}}}
 	id = *must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, in)).JobId
 	d = waitStatus(t, c, id, types.ServiceJobStatusFailed)
-	if len(d.Attempts) != 1 || !strings.Contains(aws.ToString(d.StatusReason), "retryStrategy: EXIT") {
+	if len(d.Attempts) != 1 || !strings.Contains(aws.ToString(d.StatusReason), "retryStrategy: evaluateOnExit[0] says EXIT") {
 		t.Errorf("EXIT rule: %d attempts, reason %q", len(d.Attempts), aws.ToString(d.StatusReason))
+	}
+
+	// onExitCode and onReason (AWS container-job fields) from a raw JSON client: exit code
+	// 9 is final, anything else is retried.
+	body := fmt.Sprintf(`{"jobName":"raw","jobQueue":"q","serviceJobType":"SAGEMAKER_TRAINING","quotaShareName":"a","serviceRequestPayload":%q,
+		"retryStrategy":{"attempts":4,"evaluateOnExit":[{"action":"EXIT","onExitCode":"9","onReason":"AlgorithmError"},{"action":"RETRY","onExitCode":"*"}]}}`,
+		payload(fmt.Sprintf(`echo x >> %q; [ $(wc -l < %q) -ge 2 ] && exit 9; exit 1`, count+"2", count+"2"), 1))
+	resp, err := http.Post(srv.URL+"/v1/submitservicejob", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct{ JobId string }
+	json.NewDecoder(resp.Body).Decode(&ref)
+	resp.Body.Close()
+	d = waitStatus(t, c, ref.JobId, types.ServiceJobStatusFailed)
+	if len(d.Attempts) != 2 || !strings.Contains(aws.ToString(d.StatusReason), "exit code 9") ||
+		!strings.Contains(aws.ToString(d.StatusReason), "evaluateOnExit[0] says EXIT") || d.RetryStrategy.EvaluateOnExit[0].OnStatusReason != nil {
+		t.Errorf("onExitCode rule: %d attempts, reason %q", len(d.Attempts), aws.ToString(d.StatusReason))
 	}
 }
 
