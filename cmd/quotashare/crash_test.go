@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,6 +84,11 @@ func startServer(t *testing.T, data string, args ...string) *serverProc {
 		t.Fatalf("first line %q does not give the URL", line)
 	}
 	url, _, _ = strings.Cut(url, " ")
+	resp, err := http.Get(url + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /healthz right after the URL was printed: %v %v", resp, err)
+	}
+	resp.Body.Close()
 	return &serverProc{cmd: cmd, url: url}
 }
 

@@ -71,6 +71,7 @@ type Engine struct {
 	jobs     map[string]*quotashare.Job              // by id
 	tokens   map[string]string                       // clientToken -> job id
 	lastNow  time.Time
+	limitsAt time.Time // when timeLimits last ran
 
 	dirty   map[recKey]bool
 	actions []func(quotashare.Executor)
@@ -702,8 +703,13 @@ func (e *Engine) dropShare(qs *queueState, s *quotashare.QuotaShare) {
 	qs.dirty = true
 }
 
-// timeLimits applies the queues' jobStateTimeLimitActions to RUNNABLE jobs.
+// timeLimits applies the queues' jobStateTimeLimitActions to RUNNABLE jobs. It scans a
+// queue's jobs, so it runs at most once a tick (the limits are 600 s and more).
 func (e *Engine) timeLimits(now time.Time) {
+	if now.Sub(e.limitsAt) < e.cfg.Tick {
+		return
+	}
+	e.limitsAt = now
 	for _, qs := range e.queues {
 		if len(qs.q.TimeLimitActions) == 0 {
 			continue

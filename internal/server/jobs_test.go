@@ -153,8 +153,8 @@ func TestRetryStrategy(t *testing.T) {
 	}
 
 	// onExitCode and onReason (AWS container-job fields) from a raw JSON client: exit code
-	// 9 is final, anything else is retried.
-	body := fmt.Sprintf(`{"jobName":"raw","jobQueue":"q","serviceJobType":"SAGEMAKER_TRAINING","quotaShareName":"a","serviceRequestPayload":%q,
+	// 9 is final, anything else is retried. A member the server does not know is ignored.
+	body := fmt.Sprintf(`{"futureMember":{"x":1},"jobName":"raw","jobQueue":"q","serviceJobType":"SAGEMAKER_TRAINING","quotaShareName":"a","serviceRequestPayload":%q,
 		"retryStrategy":{"attempts":4,"evaluateOnExit":[{"action":"EXIT","onExitCode":"9","onReason":"AlgorithmError"},{"action":"RETRY","onExitCode":"*"}]}}`,
 		payload(fmt.Sprintf(`echo x >> %q; [ $(wc -l < %q) -ge 2 ] && exit 9; exit 1`, count+"2", count+"2"), 1))
 	resp, err := http.Post(srv.URL+"/v1/submitservicejob", "application/json", strings.NewReader(body))
