@@ -108,18 +108,18 @@ func RunExample(e *dispatch.Engine, say func(string)) error {
 		}
 	}
 	say("1. qs1 submits three jobs, priorities 3, 2 and 1")
-	high, err := submit("qs1_job_high", "qs1", 3, 60)
+	high, err := submit("qs1_job_high", "qs1", 3, 12)
 	if err != nil {
 		return err
 	}
-	med, _ := submit("qs1_job_med", "qs1", 2, 60)
-	low, _ := submit("qs1_job_low", "qs1", 1, 30)
+	med, _ := submit("qs1_job_med", "qs1", 2, 8)
+	low, _ := submit("qs1_job_low", "qs1", 1, 6)
 	wait(high, quotashare.Running)
 	wait(med, quotashare.Running)
 	j, _ := e.Job(low)
 	say("   qs1_job_low waits: " + j.StatusReason)
 	say("2. qs2 submits a job: its lent instance comes back by preemption")
-	q2, err := submit("qs2_job_1", "qs2", 1, 20)
+	q2, err := submit("qs2_job_1", "qs2", 1, 4)
 	if err != nil {
 		return err
 	}
@@ -136,6 +136,8 @@ func RunExample(e *dispatch.Engine, say func(string)) error {
 	say("4. every job runs to the end in turn")
 	for _, id := range []string{q2, low, high, med} {
 		wait(id, quotashare.Succeeded, quotashare.Failed)
+		j, _ := e.Job(id)
+		say(fmt.Sprintf("   %s %s after %d preemption(s)", j.Name, j.Status, j.PreemptedCount))
 	}
 	say("the example is done; the server keeps running (Ctrl-C stops it)")
 	return nil
