@@ -83,6 +83,10 @@ type Engine struct {
 	kick    chan struct{}
 	stop    chan struct{}
 	stopped chan struct{}
+	// actq carries each committed batch's executor calls, in commit order, to actLoop:
+	// launching processes does not hold up the next commit.
+	actq    chan []func(quotashare.Executor)
+	actDone chan struct{}
 }
 
 // Open loads the state from the store and rebuilds every queue's scheduler. The engine
@@ -110,6 +114,7 @@ func Open(cfg Config) (*Engine, error) {
 		policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
 		queues: map[string]*queueState{}, jobs: map[string]*quotashare.Job{}, tokens: map[string]string{},
 		dirty: map[recKey]bool{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+		actq: make(chan []func(quotashare.Executor), 256), actDone: make(chan struct{}),
 	}
 	if err := e.load(); err != nil {
 		return nil, fmt.Errorf("loading the store: %w", err)
@@ -263,9 +268,19 @@ func (e *Engine) Run(x quotashare.Executor) error {
 	if err := x.Recover(specs); err != nil {
 		return fmt.Errorf("recovering %d attempts: %w", len(specs), err)
 	}
+	go e.actLoop()
 	go e.commitLoop()
 	e.poke()
 	return nil
+}
+
+func (e *Engine) actLoop() {
+	defer close(e.actDone)
+	for batch := range e.actq {
+		for _, a := range batch {
+			a(e.exec)
+		}
+	}
 }
 
 // Close stops the committer after the batch in flight; requests after it fail.
@@ -334,6 +349,10 @@ func (e *Engine) Report(r quotashare.Report) {
 
 func (e *Engine) commitLoop() {
 	defer close(e.stopped)
+	defer func() {
+		close(e.actq) // the calls of what was committed still happen
+		<-e.actDone
+	}()
 	tick := time.NewTicker(e.cfg.Tick)
 	defer tick.Stop()
 	for {
@@ -356,8 +375,8 @@ func (e *Engine) commitLoop() {
 }
 
 // cycle applies reports, runs the passes that are due, commits everything changed, and
-// then answers the waiting requests and calls the executor. It returns false once the
-// store has failed.
+// then answers the waiting requests and hands the executor calls to actLoop. It returns
+// false once the store has failed.
 func (e *Engine) cycle() bool {
 	e.mu.Lock()
 	if e.broken != nil {
@@ -401,8 +420,8 @@ func (e *Engine) cycle() bool {
 	for _, w := range waiters {
 		w <- nil
 	}
-	for _, a := range actions {
-		a(e.exec)
+	if len(actions) > 0 {
+		e.actq <- actions
 	}
 	return true
 }
