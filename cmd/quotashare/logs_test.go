@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -60,5 +61,44 @@ func TestLogs(t *testing.T) {
 	got, _ = exec.Command(bin, "logs", "--endpoint", s.url, "nope").CombinedOutput()
 	if !strings.Contains(string(got), "job nope does not exist") {
 		t.Errorf("logs of a missing job: %q", got)
+	}
+}
+
+// TestLogsSigned: against a server started with --credentials, `quotashare logs` signs
+// its requests with the AWS_* environment variables, and is refused without them.
+func TestLogsSigned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	if err := os.WriteFile(creds, []byte("AKID secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, filepath.Join(dir, "data"), "--quiet", "--credentials", creds)
+	c := sdk(s.url) // signs with AKID / secret
+	setupQueue(t, c, 1, "a")
+	pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["echo","hi"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
+	out, err := c.SubmitServiceJob(context.Background(), &batch.SubmitServiceJobInput{JobName: aws.String("hi"), JobQueue: aws.String("q"),
+		ServiceJobType: "SAGEMAKER_TRAINING", ServiceRequestPayload: aws.String(pl), QuotaShareName: aws.String("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, _ := buildBinary()
+	logs := func(env ...string) (string, error) {
+		cmd := exec.Command(bin, "logs", "--endpoint", s.url, *out.JobId)
+		cmd.Env = append(os.Environ(), env...)
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && got != "hi\n"; time.Sleep(50 * time.Millisecond) {
+		got, _ = logs("AWS_ACCESS_KEY_ID=AKID", "AWS_SECRET_ACCESS_KEY=secret")
+	}
+	if got != "hi\n" {
+		t.Errorf("signed logs printed %q", got)
+	}
+	if got, err := logs("AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY="); err == nil || !strings.Contains(got, "the request is not signed") {
+		t.Errorf("unsigned logs: %q %v", got, err)
 	}
 }

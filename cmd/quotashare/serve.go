@@ -40,6 +40,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	gpuTable := fs.String("gpu-table", "", "JSON file of instance type -> GPUs per instance, extending the built-in table")
 	example := fs.Bool("example", false, "create AWS's three-project example (queue three-projects) and play it out")
 	quiet := fs.Bool("quiet", false, "do not log scheduling decisions")
+	creds := fs.String("credentials", "", `file of "ACCESS_KEY_ID SECRET_ACCESS_KEY" lines: requests must then be signed (SigV4) with one of them`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,7 +50,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if *grace < 0 {
 		return fmt.Errorf("--preemption-grace: %s must not be negative", *grace)
 	}
-	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace}
+	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace, Credentials: *creds}
 	cfg.GPUs = splitList(*gpus)
 	if *gpus == "" {
 		cfg.GPUs = detectGPUs()
@@ -74,6 +75,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "quotashare listening on %s (data in %s)\n", s.URL, *data)
+	if *creds == "" {
+		fmt.Fprintln(stdout, "requests are not authenticated (give --credentials to require AWS SigV4 signatures)")
+	}
 	if len(cfg.GPUs) == 0 {
 		fmt.Fprintln(stdout, "no GPUs on this host (or none given with --gpus): capacity is logical, jobs run without GPUs")
 	} else {

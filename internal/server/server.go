@@ -35,6 +35,9 @@ type Config struct {
 	GPUTable map[string]int
 	Sched    sched.Config
 	Logf     func(format string, args ...any)
+	// Credentials names a file of "ACCESS_KEY_ID SECRET" lines: with it, every API and
+	// logs request must carry a valid AWS Signature Version 4. Empty: no check.
+	Credentials string
 	// NewExecutor replaces the local executor (benchmarks use one that ends every attempt
 	// at once). It gets the engine's report callback.
 	NewExecutor func(report func(quotashare.Report)) (quotashare.Executor, error)
@@ -57,6 +60,14 @@ type Server struct {
 func Start(cfg Config) (*Server, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
+	}
+	var verifier *batchapi.Verifier
+	if cfg.Credentials != "" {
+		v, err := batchapi.LoadCredentials(cfg.Credentials)
+		if err != nil {
+			return nil, fmt.Errorf("credentials: %w", err)
+		}
+		verifier = v
 	}
 	store, err := sqlite.Open(cfg.Data)
 	if err != nil {
@@ -95,8 +106,8 @@ func Start(cfg Config) (*Server, error) {
 	s := &Server{URL: "http://" + ln.Addr().String(), engine: engine, exec: x, local: local, store: store, ln: ln, done: make(chan error, 1)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("GET /logs/{job}", s.logs)
-	mux.Handle("/", batchapi.New(engine))
+	mux.Handle("GET /logs/{job}", batchapi.Require(verifier, http.HandlerFunc(s.logs)))
+	mux.Handle("/", batchapi.Require(verifier, batchapi.New(engine)))
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { s.done <- s.http.Serve(ln) }()
 	return s, nil
