@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -297,6 +298,29 @@ func TestTwentyShares(t *testing.T) {
 		if i == 20 {
 			clientError(t, err, "already has 20 quota shares")
 		}
+	}
+	// The 20 come back in pages of 7 through the SDK's paginator, each once, by name.
+	var names []string
+	pages := 0
+	for p := batch.NewListQuotaSharesPaginator(c, &batch.ListQuotaSharesInput{JobQueue: aws.String("q"), MaxResults: aws.Int32(7)}); p.HasMorePages(); pages++ {
+		for _, s := range must[*batch.ListQuotaSharesOutput](t)(p.NextPage(ctx)).QuotaShares {
+			names = append(names, aws.ToString(s.QuotaShareName))
+		}
+	}
+	if pages != 3 || len(names) != 20 || !slices.IsSorted(names) || slices.Compact(slices.Clone(names))[19] != names[19] {
+		t.Errorf("%d pages of shares: %v", pages, names)
+	}
+	// Likewise queues and environments, one a page.
+	setup(t, c, "r", 1)
+	qp := batch.NewDescribeJobQueuesPaginator(c, &batch.DescribeJobQueuesInput{MaxResults: aws.Int32(1)})
+	var queues []string
+	for qp.HasMorePages() {
+		for _, q := range must[*batch.DescribeJobQueuesOutput](t)(qp.NextPage(ctx)).JobQueues {
+			queues = append(queues, aws.ToString(q.JobQueueName))
+		}
+	}
+	if strings.Join(queues, ",") != "q,r" {
+		t.Errorf("queues one a page: %v", queues)
 	}
 }
 
