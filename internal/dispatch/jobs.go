@@ -284,9 +284,11 @@ type ListFilter struct {
 	Values []string
 }
 
-// ListJobs returns the jobs that match, newest first: from position start (0 = newest)
-// up to max of them, and the position to go on from (0 at the end).
-func (e *Engine) ListJobs(f ListFilter, start, max int) ([]quotashare.Job, int, error) {
+// ListJobs returns the jobs that match, newest first, up to max of them, and where to go
+// on from (0 at the end). from is 0 for the newest job, or a value ListJobs returned: the
+// position of the next job to look at, counted from the oldest, plus one. A queue's jobs
+// are only ever appended, so a position stays valid while new jobs arrive between pages.
+func (e *Engine) ListJobs(f ListFilter, from, max int) ([]quotashare.Job, int, error) {
 	if f.Queue == "" {
 		return nil, 0, invalid("jobQueue: is required")
 	}
@@ -300,21 +302,17 @@ func (e *Engine) ListJobs(f ListFilter, start, max int) ([]quotashare.Job, int, 
 	if err != nil {
 		return nil, 0, err
 	}
+	i := len(qs.jobs) - 1
+	if from > 0 {
+		i = min(from-1, i)
+	}
 	var out []quotashare.Job
-	// Positions count from the newest job; jobs only ever get added at the new end, so a
-	// position stays valid as long as it is taken from the end of the slice.
-	n := len(qs.jobs)
-	i := start
-	for ; i < n && len(out) < max; i++ {
-		j := qs.jobs[n-1-i]
-		if match(j) {
+	for ; i >= 0 && len(out) < max; i-- {
+		if j := qs.jobs[i]; match(j) {
 			out = append(out, cloneJob(j))
 		}
 	}
-	if i >= n {
-		i = 0
-	}
-	return out, i, nil
+	return out, i + 1, nil
 }
 
 func jobMatcher(f ListFilter) (func(*quotashare.Job) bool, error) {

@@ -57,6 +57,18 @@ func TestListServiceJobs(t *testing.T) {
 	if len(got) != 23 || got[0] != "train-24" || got[22] != "train-02" {
 		t.Errorf("RUNNABLE listing = %v", got)
 	}
+	// Jobs submitted between two pages do not shift the next page.
+	first := must[*batch.ListServiceJobsOutput](t)(c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("q"), JobStatus: "RUNNABLE", MaxResults: aws.Int32(10)}))
+	for i := range 3 {
+		in := job("q", "a", payload("true", 1))
+		in.JobName = aws.String(fmt.Sprintf("late-%d", i))
+		must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, in))
+	}
+	second := must[*batch.ListServiceJobsOutput](t)(c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("q"), JobStatus: "RUNNABLE",
+		MaxResults: aws.Int32(10), NextToken: first.NextToken}))
+	if n := aws.ToString(second.JobSummaryList[0].JobName); n != "train-14" {
+		t.Errorf("the second page starts at %s after new submits, want train-14", n)
+	}
 	// JOB_NAME: case-insensitive prefix, any status.
 	if got := list(&batch.ListServiceJobsInput{JobQueue: aws.String("q"), JobStatus: "SUCCEEDED",
 		Filters: []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{"TRAIN-0*"}}}}); len(got) != 10 {
@@ -69,7 +81,7 @@ func TestListServiceJobs(t *testing.T) {
 	}
 	created := describe(t, c, ids[10]).CreatedAt
 	if got := list(&batch.ListServiceJobsInput{JobQueue: aws.String("q"),
-		Filters: []types.KeyValuesPair{{Name: aws.String("AFTER_CREATED_AT"), Values: []string{strconv.FormatInt(*created, 10)}}}}); len(got) > 14 || got[len(got)-1] <= "train-10" {
+		Filters: []types.KeyValuesPair{{Name: aws.String("AFTER_CREATED_AT"), Values: []string{strconv.FormatInt(*created, 10)}}}}); len(got) > 17 || got[len(got)-1] <= "train-10" {
 		t.Errorf("AFTER_CREATED_AT = %v, want jobs after train-10", got)
 	}
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
