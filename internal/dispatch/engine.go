@@ -53,9 +53,24 @@ type queueState struct {
 	shares map[string]*quotashare.QuotaShare // by name
 	sched  *sched.Scheduler
 	jobs   []*quotashare.Job // every job ever submitted, in submission order
+	// active are the jobs holding capacity (SCHEDULED, STARTING, RUNNING), by their
+	// position in jobs: few (capacity bounds them), so listing them scans no queue.
+	active map[*quotashare.Job]int
 	live   map[string]int    // unfinished jobs per share name
 	fresh  []*quotashare.Job // jobs made RUNNABLE since the last pass
 	dirty  bool              // needs a pass
+}
+
+func newQueueState(q *quotashare.Queue) *queueState {
+	return &queueState{q: q, shares: map[string]*quotashare.QuotaShare{}, live: map[string]int{}, active: map[*quotashare.Job]int{}}
+}
+
+// position finds a job's place in qs.jobs, which is in submission order.
+func (qs *queueState) position(j *quotashare.Job) int {
+	i, _ := slices.BinarySearchFunc(qs.jobs, j, func(a, b *quotashare.Job) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return i
 }
 
 type recKey struct{ kind, key string }
@@ -156,7 +171,7 @@ func (e *Engine) load() error {
 		case kindQueue:
 			q := &quotashare.Queue{}
 			err = json.Unmarshal(r.Body, q)
-			e.queues[q.ARN] = &queueState{q: q, shares: map[string]*quotashare.QuotaShare{}, live: map[string]int{}}
+			e.queues[q.ARN] = newQueueState(q)
 		case kindShare:
 			s := &quotashare.QuotaShare{}
 			err = json.Unmarshal(r.Body, s)
@@ -226,6 +241,9 @@ func (e *Engine) load() error {
 		}
 		qs := e.queues[j.QueueARN]
 		qs.jobs = append(qs.jobs, j)
+		if j.Current != nil {
+			qs.active[j] = len(qs.jobs) - 1
+		}
 		if !j.Status.Done() {
 			qs.live[j.Share]++
 		}
@@ -512,6 +530,8 @@ func (e *Engine) start(j *quotashare.Job, st sched.Start, now time.Time) {
 	j.Seq++
 	a := &quotashare.Attempt{ID: fmt.Sprintf("%s-%d", j.ID, j.Seq), ScheduledAt: now, Borrowed: st.Borrowed}
 	j.Current = a
+	qs := e.queues[j.QueueARN]
+	qs.active[j] = qs.position(j)
 	j.Status = quotashare.Scheduled
 	j.StatusReason = "SCHEDULED - capacity assigned in share " + j.Share + borrowText(st.Borrowed)
 	e.touchJob(j)
@@ -593,6 +613,7 @@ func (e *Engine) apply(r quotashare.Report, now time.Time) {
 	a.StoppedAt = at
 	a.ExitCode = r.ExitCode
 	j.Current = nil
+	delete(qs.active, j)
 	qs.dirty = true
 	e.touchJob(j)
 	switch {

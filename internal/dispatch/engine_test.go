@@ -151,3 +151,51 @@ func TestReopen(t *testing.T) {
 		t.Errorf("rebuilt scheduler: %+v %v", u, err)
 	}
 }
+
+// TestListActive pages through jobs that hold capacity, which are listed from the active
+// set rather than by scanning the queue: newest first, each once.
+func TestListActive(t *testing.T) {
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	e := open(t, t.TempDir(), c)
+	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
+	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+		Limits: []quotashare.Demand{{InstanceType: "t", Count: 5}}}))
+	prio := 1
+	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN, EnvOrder: []EnvOrder{{1, "e"}}}))
+	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+		Limits: []quotashare.Demand{{InstanceType: "t", Count: 5}}}))
+	pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"t","InstanceCount":1}}`
+	var names []string
+	for i := range 8 {
+		name := string(rune('a' + i))
+		mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: name, Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+		names = append(names, name)
+	}
+	for range 400 {
+		if js, _, _ := e.ListJobs(ListFilter{Queue: "q", Status: quotashare.Scheduled}, 0, 100); len(js) == 5 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var got []string
+	from := 0
+	for page := 0; page < 10; page++ {
+		js, next, err := e.ListJobs(ListFilter{Queue: "q", Status: quotashare.Scheduled}, from, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range js {
+			got = append(got, j.Name)
+		}
+		if next == 0 {
+			break
+		}
+		from = next
+	}
+	if strings.Join(got, "") != "edcba" {
+		t.Errorf("SCHEDULED jobs two a page: %v, want e d c b a", got)
+	}
+	if js, _, _ := e.ListJobs(ListFilter{Queue: "q", Status: quotashare.Runnable}, 0, 100); len(js) != 3 || js[0].Name != "h" {
+		t.Errorf("RUNNABLE: %d jobs", len(js))
+	}
+}

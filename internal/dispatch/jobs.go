@@ -307,6 +307,24 @@ func (e *Engine) ListJobs(f ListFilter, from, max int) ([]quotashare.Job, int, e
 		i = min(from-1, i)
 	}
 	var out []quotashare.Job
+	if f.Filter == "" && (f.Status == "" || f.Status.Active()) {
+		// Only jobs that hold capacity can match: list them from the active set.
+		var pos []int
+		for j, p := range qs.active {
+			if p <= i && match(j) {
+				pos = append(pos, p)
+			}
+		}
+		slices.Sort(pos)
+		slices.Reverse(pos)
+		for _, p := range pos[:min(max, len(pos))] {
+			out = append(out, cloneJob(qs.jobs[p]))
+		}
+		if len(pos) <= max {
+			return out, 0, nil
+		}
+		return out, pos[max-1], nil
+	}
 	for ; i >= 0 && len(out) < max; i-- {
 		if j := qs.jobs[i]; match(j) {
 			out = append(out, cloneJob(j))

@@ -473,7 +473,8 @@ func (e *Engine) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 		}
 		q := &quotashare.Queue{Name: in.Name, ARN: arn, Priority: *in.Priority, Disabled: disabled, PolicyARN: in.PolicyARN,
 			EnvironmentARN: envARN, EnvironmentOrder: order, TimeLimitActions: slices.Clone(in.TimeLimitActions), Tags: maps.Clone(in.Tags)}
-		qs := &queueState{q: q, shares: map[string]*quotashare.QuotaShare{}, live: map[string]int{}, sched: sched.New(e.cfg.Sched)}
+		qs := newQueueState(q)
+		qs.sched = sched.New(e.cfg.Sched)
 		if err := qs.sched.SetCapacity(e.envs[envARN].Limits); err != nil {
 			return invalid("serviceEnvironmentOrder: %v", err)
 		}
