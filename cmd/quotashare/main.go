@@ -9,16 +9,29 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/quotashare/quotashare/internal/sched"
 	"github.com/quotashare/quotashare/internal/schedtest"
 )
 
-const usage = `usage: quotashare serve [flags]
-       quotashare logs [flags] JOB
-       quotashare simulate [flags] SCRIPT
+const usage = `usage: quotashare COMMAND [flags] [ARGS]
 
-serve runs the server; logs prints a job's output; see quotashare COMMAND --help.
+  serve       run the server (AWS Batch API, SQLite store, local executor)
+  submit      submit a training job to a quota share
+  jobs        list a queue's jobs with their state and reason
+  describe    show a job, its attempts and preemptions
+  explain     say why a job waits, was preempted, or ended
+  priority    change a job's priority
+  terminate   end a job as FAILED
+  logs        print a job's output
+  simulate    run a scenario script through the scheduling core
+
+quotashare COMMAND --help shows a command's flags and an example. The client commands talk
+to --endpoint (default http://127.0.0.1:8080) and take --output json.
+`
+
+const simulateUsage = `usage: quotashare simulate [flags] SCRIPT
 
 Runs SCRIPT (a scenario: capacity, shares, job submissions, scheduling passes; see
 examples/three-projects.txt) through the scheduling core and prints each decision:
@@ -45,13 +58,25 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return serve(args[1:], stdout, stderr)
 	case "logs":
 		return logs(args[1:], stdout, stderr)
+	case "submit":
+		return submitCmd(args[1:], stdout, stderr)
+	case "jobs":
+		return jobsCmd(args[1:], stdout, stderr, time.Now())
+	case "describe":
+		return describeCmd(args[1:], stdout, stderr)
+	case "explain":
+		return explainCmd(args[1:], stdout, stderr)
+	case "priority":
+		return priorityCmd(args[1:], stdout, stderr)
+	case "terminate":
+		return terminateCmd(args[1:], stdout, stderr)
 	}
 	if args[0] != "simulate" {
-		return fmt.Errorf("unknown command %q: the commands are serve, logs and simulate (run quotashare --help)", args[0])
+		return fmt.Errorf("unknown command %q: run quotashare --help for the commands (run quotashare --help)", args[0])
 	}
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(stderr, simulateUsage); fs.PrintDefaults() }
 	hol := fs.Duration("head-of-line-timeout", 0, "how long a blocked head job lets smaller jobs pass before its share holds back (0: never)")
 	depth := fs.Int("backfill-depth", 1000, "how many waiting jobs of a share one pass examines per phase")
 	if err := fs.Parse(args[1:]); err != nil {

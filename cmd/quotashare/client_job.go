@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+)
+
+func describeJob(cf *clientFlags, id string) (*batch.DescribeServiceJobOutput, error) {
+	d, err := cf.client().DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+	if err != nil {
+		return nil, cf.apiError(err)
+	}
+	return d, nil
+}
+
+func when(ms *int64) string {
+	if ms == nil {
+		return "-"
+	}
+	return time.UnixMilli(*ms).UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func instances(us []types.ServiceJobCapacityUsageDetail) string {
+	var parts []string
+	for _, u := range us {
+		parts = append(parts, fmt.Sprintf("%g x %s", aws.ToFloat64(u.Quantity), aws.ToString(u.CapacityUnit)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// attemptName is the attempt's id, the last part of its training-job ARN.
+func attemptName(id *types.ServiceResourceId) string {
+	if id == nil {
+		return "-"
+	}
+	v := aws.ToString(id.Value)
+	return v[strings.LastIndex(v, "/")+1:]
+}
+
+// jobView is describe's JSON: the DescribeServiceJob answer's members that matter.
+type jobView struct {
+	ID, Name, Queue, Share, Status, StatusReason string
+	Priority                                     int32
+	Instances                                    string
+	CreatedAt, StartedAt, StoppedAt              string
+	IsTerminated                                 bool
+	Attempts                                     []attemptView
+	PreemptedCount                               int32
+	Preempted                                    []attemptView
+}
+
+type attemptView struct {
+	Attempt, StartedAt, StoppedAt, StatusReason string
+}
+
+func viewOf(d *batch.DescribeServiceJobOutput) jobView {
+	v := jobView{ID: aws.ToString(d.JobId), Name: aws.ToString(d.JobName), Queue: aws.ToString(d.JobQueue), Share: aws.ToString(d.QuotaShareName),
+		Status: string(d.Status), StatusReason: aws.ToString(d.StatusReason), Priority: aws.ToInt32(d.SchedulingPriority),
+		Instances: instances(d.CapacityUsage), CreatedAt: when(d.CreatedAt), StartedAt: when(d.StartedAt), StoppedAt: when(d.StoppedAt),
+		IsTerminated: aws.ToBool(d.IsTerminated), Attempts: []attemptView{}, Preempted: []attemptView{}}
+	for _, a := range d.Attempts {
+		v.Attempts = append(v.Attempts, attemptView{attemptName(a.ServiceResourceId), when(a.StartedAt), when(a.StoppedAt), aws.ToString(a.StatusReason)})
+	}
+	if ps := d.PreemptionSummary; ps != nil {
+		v.PreemptedCount = aws.ToInt32(ps.PreemptedAttemptCount)
+		for _, a := range ps.RecentPreemptedAttempts {
+			v.Preempted = append(v.Preempted, attemptView{attemptName(a.ServiceResourceId), when(a.StartedAt), when(a.StoppedAt), aws.ToString(a.StatusReason)})
+		}
+	}
+	return v
+}
+
+const describeUsage = `usage: quotashare describe [flags] JOB
+
+Shows a job: its state and reason, its attempts and its preemptions. JOB is the id or ARN.
+
+Example:
+  quotashare describe 3f1c...e2 --output json
+`
+
+func describeCmd(args []string, stdout, stderr io.Writer) error {
+	fs, cf := newFlags("describe", describeUsage, stderr)
+	if err := parseCommand(fs, args, cf, 1, "exactly one job id"); err != nil {
+		return err
+	}
+	d, err := describeJob(cf, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	v := viewOf(d)
+	if cf.output == "json" {
+		return printJSON(stdout, v)
+	}
+	line := func(k, val string) { fmt.Fprintf(stdout, "%-10s %s\n", k, val) }
+	line("job", v.Name+" ("+v.ID+")")
+	line("share", v.Share)
+	line("state", v.Status)
+	line("priority", strconv.Itoa(int(v.Priority)))
+	line("instances", v.Instances)
+	line("created", v.CreatedAt)
+	line("reason", v.StatusReason)
+	for i, a := range v.Attempts {
+		line(fmt.Sprintf("attempt %d", i+1), a.Attempt+": "+a.StartedAt+" to "+a.StoppedAt+": "+a.StatusReason)
+	}
+	if v.PreemptedCount > 0 {
+		line("preempted", fmt.Sprintf("%d time(s); the latest first:", v.PreemptedCount))
+		for _, a := range v.Preempted {
+			line("", a.Attempt+": "+a.StartedAt+" to "+a.StoppedAt+": "+a.StatusReason)
+		}
+	}
+	return nil
+}
+
+// hints say, for each reason code, what would let a waiting job start.
+var hints = map[string]string{
+	"QUOTA_SHARE_AT_LIMIT":         "Its share's strategy does not borrow, so it starts when one of the share's own jobs ends, or if the share's limit is raised.",
+	"BORROW_LIMIT_REACHED":         "It starts when its share uses less, or if the share's borrowLimit is raised.",
+	"NO_IDLE_CAPACITY":             "It can only start by borrowing: when a lending share has an idle instance, or when one of its own share's jobs ends.",
+	"NO_FREE_CAPACITY":             "Its share is within its limit: it starts as soon as the environment has a free instance it may use.",
+	"WAITING_FOR_RECLAIM":          "Capacity is being taken back for it: it starts as soon as those attempts have stopped (they get the preemption grace period to checkpoint).",
+	"WAITING_FOR_PREEMPTION":       "Lower-priority jobs of its share are being preempted for it: it starts as soon as they have stopped.",
+	"HELD_FOR_HEAD_OF_LINE":        "Its share holds back for a job that has waited past the head-of-line timeout; it comes after that one.",
+	"QUEUED_BEHIND":                "It is behind the jobs the scheduler examines in one pass; it moves up as they start.",
+	"PENDING":                      "The scheduler has not looked at it yet; it will within a second.",
+	"SERVICE_ENVIRONMENT_DISABLED": "Nothing of its queue is placed until the service environment is enabled again.",
+	"MISCONFIGURATION":             "It can never start under the current limits: raise the share's or the environment's limit, or terminate it.",
+}
+
+const explainUsage = `usage: quotashare explain [flags] JOB
+
+Says in sentences why a job waits, why it was preempted, or how it ended: the rule and the
+numbers. JOB is the id or ARN.
+
+Example:
+  quotashare explain 3f1c...e2
+`
+
+func explainCmd(args []string, stdout, stderr io.Writer) error {
+	fs, cf := newFlags("explain", explainUsage, stderr)
+	if err := parseCommand(fs, args, cf, 1, "exactly one job id"); err != nil {
+		return err
+	}
+	d, err := describeJob(cf, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	v := viewOf(d)
+	var out []string
+	code, text, _ := strings.Cut(v.StatusReason, " - ")
+	switch d.Status {
+	case types.ServiceJobStatusRunnable, types.ServiceJobStatusSubmitted, types.ServiceJobStatusPending:
+		out = append(out, fmt.Sprintf("%s (share %s, priority %d) waits for %s.", v.Name, v.Share, v.Priority, v.Instances))
+		if text != "" {
+			out = append(out, "Why: "+text)
+		} else {
+			out = append(out, "Why: "+v.StatusReason)
+		}
+		key, _, _ := strings.Cut(code, ":")
+		if h, ok := hints[code]; ok {
+			out = append(out, h)
+		} else if h, ok := hints[key]; ok {
+			out = append(out, h)
+		}
+	case types.ServiceJobStatusScheduled, types.ServiceJobStatusStarting, types.ServiceJobStatusRunning:
+		out = append(out, fmt.Sprintf("%s (share %s, priority %d) is %s on %s.", v.Name, v.Share, v.Priority, v.Status, v.Instances))
+		if strings.HasPrefix(v.StatusReason, "PREEMPTION_IN_PROGRESS: ") {
+			out = append(out, "It is being preempted: "+strings.TrimPrefix(v.StatusReason, "PREEMPTION_IN_PROGRESS: ")+
+				". It got SIGTERM to checkpoint; it returns to the queue once its processes have stopped.")
+		} else {
+			out = append(out, v.StatusReason+".")
+		}
+	default:
+		out = append(out, fmt.Sprintf("%s ended %s at %s: %s", v.Name, v.Status, v.StoppedAt, v.StatusReason))
+	}
+	if v.PreemptedCount > 0 {
+		out = append(out, fmt.Sprintf("It was preempted %d time(s). The latest: %s", v.PreemptedCount, v.Preempted[0].StatusReason))
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, map[string]any{"jobId": v.ID, "status": v.Status, "explanation": out})
+	}
+	for _, s := range out {
+		fmt.Fprintln(stdout, s)
+	}
+	return nil
+}
+
+const priorityUsage = `usage: quotashare priority [flags] JOB PRIORITY
+
+Changes a job's schedulingPriority (0-9999); the next scheduling pass uses it, for the
+order of its share's queue and for in-share preemption.
+
+Example:
+  quotashare priority 3f1c...e2 4
+`
+
+func priorityCmd(args []string, stdout, stderr io.Writer) error {
+	fs, cf := newFlags("priority", priorityUsage, stderr)
+	if err := parseCommand(fs, args, cf, 2, "a job id and a priority"); err != nil {
+		return err
+	}
+	p, err := strconv.Atoi(fs.Arg(1))
+	if err != nil {
+		return fmt.Errorf("PRIORITY: %q is not a whole number", fs.Arg(1))
+	}
+	out, err := cf.client().UpdateServiceJob(context.Background(), &batch.UpdateServiceJobInput{JobId: aws.String(fs.Arg(0)), SchedulingPriority: aws.Int32(int32(p))})
+	if err != nil {
+		return cf.apiError(err)
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, map[string]any{"jobId": aws.ToString(out.JobId), "schedulingPriority": p})
+	}
+	fmt.Fprintf(stdout, "%s now has priority %d\n", aws.ToString(out.JobName), p)
+	return nil
+}
+
+const terminateUsage = `usage: quotashare terminate [flags] JOB --reason TEXT
+
+Ends a job as FAILED with the reason: at once if it waits, once its processes have stopped
+(SIGTERM, then SIGKILL after the grace period) if it runs.
+
+Example:
+  quotashare terminate 3f1c...e2 --reason "superseded by train-2"
+`
+
+func terminateCmd(args []string, stdout, stderr io.Writer) error {
+	fs, cf := newFlags("terminate", terminateUsage, stderr)
+	reason := fs.String("reason", "", "why (required); the job's statusReason")
+	if err := parseCommand(fs, args, cf, 1, "exactly one job id"); err != nil {
+		return err
+	}
+	if *reason == "" {
+		return errors.New("--reason: is required")
+	}
+	if _, err := cf.client().TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(fs.Arg(0)), Reason: aws.String(*reason)}); err != nil {
+		return cf.apiError(err)
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, map[string]string{"jobId": fs.Arg(0), "reason": *reason})
+	}
+	fmt.Fprintf(stdout, "terminating %s: %s\n", fs.Arg(0), *reason)
+	return nil
+}

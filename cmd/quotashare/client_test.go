@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClientCommands drives a real server with the binary's own client commands: submit,
+// jobs (table and JSON), describe, explain, priority and terminate, and their errors.
+func TestClientCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	dir := t.TempDir()
+	s := startServer(t, filepath.Join(dir, "data"), "--quiet", "--preemption-grace", "2s")
+	setupQueue(t, sdk(s.url), 1, "a")
+	bin, _ := buildBinary()
+	qs := func(args ...string) (string, error) {
+		t.Helper()
+		out, err := exec.Command(bin, append([]string{args[0], "--endpoint", s.url}, args[1:]...)...).CombinedOutput()
+		return string(out), err
+	}
+	mustRun := func(args ...string) string {
+		t.Helper()
+		out, err := qs(args...)
+		if err != nil {
+			t.Fatalf("quotashare %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	gate := filepath.Join(dir, "go")
+	out := mustRun("submit", "--queue", "q", "--share", "a", "--name", "first", "--priority", "3", "--", "sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.05; done")
+	if !strings.HasPrefix(out, "submitted first: ") {
+		t.Fatalf("submit printed %q", out)
+	}
+	var second struct{ JobId string }
+	if err := json.Unmarshal([]byte(mustRun("submit", "--queue", "q", "--share", "a", "--name", "second", "--output", "json", "--", "true")), &second); err != nil || second.JobId == "" {
+		t.Fatalf("submit --output json: %v", err)
+	}
+
+	// The table: a header and a line a job, newest first, within 80 columns.
+	var table string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if table = mustRun("jobs", "--queue", "q"); strings.Contains(table, "RUNNING") && strings.Contains(table, "NO_FREE_CAPACITY") {
+			break
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") || !strings.HasPrefix(lines[1], "second") || !strings.HasPrefix(lines[2], "first") {
+		t.Fatalf("jobs table:\n%s", table)
+	}
+	for _, l := range lines {
+		if n := len([]rune(l)); n > 80 {
+			t.Errorf("a line of %d columns: %q", n, l)
+		}
+	}
+	if f := strings.Fields(lines[2]); f[2] != "RUNNING" || f[3] != "3" || f[len(f)-2] != "own" {
+		t.Errorf("first job's row: %q", lines[2])
+	}
+	if f := strings.Fields(lines[1]); f[2] != "RUNNABLE" || f[3] != "0" || f[len(f)-1] != "NO_FREE_CAPACITY" {
+		t.Errorf("second job's row: %q", lines[1])
+	}
+	var rows []jobRow
+	if err := json.Unmarshal([]byte(mustRun("jobs", "--queue", "q", "--state", "RUNNABLE", "--output", "json")), &rows); err != nil ||
+		len(rows) != 1 || rows[0].ID != second.JobId || *rows[0].Priority != 0 {
+		t.Errorf("jobs --state RUNNABLE --output json: %+v %v", rows, err)
+	}
+
+	// explain says why, with the numbers, and what would change it.
+	out = mustRun("explain", second.JobId)
+	for _, want := range []string{"second (share a, priority 0) waits for 1 x ml.g5.xlarge.",
+		"Why: share a is within its limit of 2 ml.g5.xlarge (1 in use, job needs 1), but only 0 of the environment's 1 are free",
+		"it starts as soon as the environment has a free instance"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	out = mustRun("describe", second.JobId)
+	if !strings.Contains(out, "state      RUNNABLE") || !strings.Contains(out, "priority   0") {
+		t.Errorf("describe:\n%s", out)
+	}
+
+	// A priority raise above the running job's: share a (in-share preemption on) holds
+	// the environment's one instance with its lower-priority job, so that job is preempted.
+	out = mustRun("priority", second.JobId, "7")
+	if out != "second now has priority 7\n" {
+		t.Errorf("priority printed %q", out)
+	}
+	first := ""
+	var all []jobRow
+	json.Unmarshal([]byte(mustRun("jobs", "--queue", "q", "--output", "json")), &all)
+	for _, r := range all {
+		if r.Name == "first" {
+			first = r.ID
+		}
+	}
+	var v jobView
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if json.Unmarshal([]byte(mustRun("describe", second.JobId, "--output", "json")), &v); v.Status == "SUCCEEDED" {
+			break
+		}
+	}
+	if v.Status != "SUCCEEDED" || v.Priority != 7 {
+		t.Errorf("second after the raise: %s, priority %d", v.Status, v.Priority)
+	}
+	out = mustRun("explain", first)
+	if !strings.Contains(out, "It was preempted 1 time(s). The latest: In-share preemption triggered by higher-priority job "+second.JobId+" (priority 7 > 3) in share a") {
+		t.Errorf("explain of the preempted job:\n%s", out)
+	}
+
+	// terminate: the first job (running again, or waiting) ends FAILED with the reason.
+	mustRun("terminate", first, "--reason", "not needed")
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if json.Unmarshal([]byte(mustRun("describe", first, "--output", "json")), &v); v.Status == "FAILED" {
+			break
+		}
+	}
+	if v.Status != "FAILED" || v.StatusReason != "not needed" || !v.IsTerminated {
+		t.Errorf("after terminate: %s %q %v", v.Status, v.StatusReason, v.IsTerminated)
+	}
+	os.WriteFile(gate, nil, 0o644)
+
+	// Errors: one line, a non-zero exit.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"describe", "nope"}, "quotashare: jobId: job nope does not exist\n"},
+		{[]string{"priority", second.JobId, "high"}, "quotashare: PRIORITY: \"high\" is not a whole number\n"},
+		{[]string{"jobs", "--queue", "q", "--output", "yaml"}, "quotashare: --output: \"yaml\" must be table or json\n"},
+		{[]string{"submit", "--queue", "q", "--share", "zz", "--name", "x", "--", "true"}, "quotashare: quotaShareName: quota share zz does not exist in job queue q\n"},
+		{[]string{"terminate", second.JobId}, "quotashare: --reason: is required\n"},
+	} {
+		if out, err := exec.Command(bin, "describe", "x", "--endpoint", "http://127.0.0.1:1").CombinedOutput(); err == nil ||
+			!strings.Contains(string(out), "no quotashare server answers at http://127.0.0.1:1") {
+			t.Errorf("no server: %q", out)
+		}
+		out, err := qs(tc.args...)
+		if err == nil || !strings.HasSuffix(out, tc.want) {
+			t.Errorf("quotashare %v: %v, printed %q, want it to end with %q", tc.args, err, out, tc.want)
+		}
+	}
+}
