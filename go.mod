@@ -8,6 +8,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/batch v1.71.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/google/go-cmp v0.7.0
+	go.yaml.in/yaml/v3 v3.0.6
 	modernc.org/sqlite v1.62.0
 	pgregory.net/rapid v1.3.0
 )

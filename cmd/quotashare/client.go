@@ -79,7 +79,7 @@ func printJSON(w io.Writer, v any) error {
 // parseCommand parses a client command's flags (flags may follow the arguments) and
 // checks the number of arguments.
 func parseCommand(fs *flag.FlagSet, args []string, cf *clientFlags, nargs int, what string) error {
-	if err := fs.Parse(reorder(args)); err != nil {
+	if err := fs.Parse(reorder(fs, args)); err != nil {
 		return err
 	}
 	if err := cf.check(); err != nil {

@@ -36,7 +36,7 @@ func logs(args []string, stdout, stderr io.Writer) error {
 	host := fs.String("host", "algo-1", "which instance of the attempt")
 	errStream := fs.Bool("stderr", false, "print stderr instead of stdout")
 	follow := fs.Bool("follow", false, "keep printing new output until the attempt ends")
-	if err := fs.Parse(reorder(args)); err != nil {
+	if err := fs.Parse(reorder(fs, args)); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -87,22 +87,29 @@ func logs(args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// reorder moves flags before the positional arguments, so that `logs JOB --follow` works.
-func reorder(args []string) []string {
+// reorder moves flags before the positional arguments, so that `logs JOB --follow` works
+// as well as `logs --follow JOB`; a flag that is not boolean takes the next argument.
+func reorder(fs *flag.FlagSet, args []string) []string {
 	var flags, rest []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		switch {
-		case !strings.HasPrefix(a, "-"):
+		if !strings.HasPrefix(a, "-") || a == "-" {
 			rest = append(rest, a)
-		case strings.Contains(a, "=") || a == "--follow" || a == "-follow" || a == "--stderr" || a == "-stderr":
-			flags = append(flags, a)
-		default:
-			flags = append(flags, a)
-			if i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+				continue
 			}
+		}
+		if i+1 < len(args) {
+			flags = append(flags, args[i+1])
+			i++
 		}
 	}
 	return append(flags, rest...)

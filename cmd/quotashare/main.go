@@ -18,6 +18,8 @@ import (
 const usage = `usage: quotashare COMMAND [flags] [ARGS]
 
   serve       run the server (AWS Batch API, SQLite store, local executor)
+  apply       create or update a queue's setup from one file
+  export      write a queue's setup as such a file
   submit      submit a training job to a quota share
   jobs        list a queue's jobs with their state and reason
   describe    show a job, its attempts and preemptions
@@ -58,6 +60,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return serve(args[1:], stdout, stderr)
 	case "logs":
 		return logs(args[1:], stdout, stderr)
+	case "apply":
+		return applyCmd(args[1:], stdout, stderr)
+	case "export":
+		return exportCmd(args[1:], stdout, stderr)
 	case "submit":
 		return submitCmd(args[1:], stdout, stderr)
 	case "jobs":

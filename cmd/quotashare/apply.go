@@ -1,0 +1,421 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+)
+
+const applyUsage = `usage: quotashare apply -f SETUP.yaml [--dry-run]
+
+Makes the server match a setup file: one service environment (instance types and counts),
+one job queue with its scheduling policy, and the queue's quota shares. It creates what is
+missing and updates what differs, in that order, and prints each change. A bad file is
+refused with the line and the rule before anything changes. Shares the file does not name
+are left as they are.
+
+Example setup file (examples/three-projects.yaml):
+  environment: {name: three-projects-env, capacity: {ml.g5.xlarge: 3}}
+  queue: {name: three-projects, priority: 1, policy: three-projects-policy}
+  shares:
+    - {name: qs1, limits: {ml.g5.xlarge: 1}, strategy: LEND_AND_BORROW, borrowLimit: 200, inSharePreemption: true}
+    - {name: qs2, limits: {ml.g5.xlarge: 1}, strategy: LEND}
+    - {name: qs3, limits: {ml.g5.xlarge: 1}, strategy: RESERVE}
+
+Example:
+  quotashare apply -f examples/three-projects.yaml --dry-run
+`
+
+// current is what the server has of a setup's resources (nil where missing).
+type current struct {
+	policyARN string
+	env       *types.ServiceEnvironmentDetail
+	queue     *types.JobQueueDetail
+	shares    map[string]types.QuotaShareDetail
+}
+
+func readCurrent(ctx context.Context, c *batch.Client, s *setup) (*current, error) {
+	cur := &current{shares: map[string]types.QuotaShareDetail{}}
+	var arns []string
+	for p := batch.NewListSchedulingPoliciesPaginator(c, &batch.ListSchedulingPoliciesInput{}); p.HasMorePages(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, sp := range page.SchedulingPolicies {
+			if strings.HasSuffix(aws.ToString(sp.Arn), "/"+s.Queue.Policy) {
+				arns = append(arns, aws.ToString(sp.Arn))
+			}
+		}
+	}
+	if len(arns) > 0 {
+		cur.policyARN = arns[0]
+	}
+	envs, err := c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{s.Environment.Name}})
+	if err != nil {
+		return nil, err
+	}
+	if len(envs.ServiceEnvironments) > 0 {
+		cur.env = &envs.ServiceEnvironments[0]
+	}
+	qs, err := c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{s.Queue.Name}})
+	if err != nil {
+		return nil, err
+	}
+	if len(qs.JobQueues) > 0 {
+		cur.queue = &qs.JobQueues[0]
+		for p := batch.NewListQuotaSharesPaginator(c, &batch.ListQuotaSharesInput{JobQueue: aws.String(s.Queue.Name)}); p.HasMorePages(); {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for _, sh := range page.QuotaShares {
+				cur.shares[aws.ToString(sh.QuotaShareName)] = sh
+			}
+		}
+	}
+	return cur, nil
+}
+
+func countsText(m map[string]int) string {
+	var parts []string
+	for _, t := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", t, m[t]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func envCounts(ls []types.CapacityLimit) map[string]int {
+	m := map[string]int{}
+	for _, l := range ls {
+		m[aws.ToString(l.CapacityUnit)] = int(aws.ToInt32(l.MaxCapacity))
+	}
+	return m
+}
+
+func shareCounts(ls []types.QuotaShareCapacityLimit) map[string]int {
+	m := map[string]int{}
+	for _, l := range ls {
+		m[aws.ToString(l.CapacityUnit)] = int(aws.ToInt32(l.MaxCapacity))
+	}
+	return m
+}
+
+func envLimits(m map[string]int) []types.CapacityLimit {
+	var out []types.CapacityLimit
+	for _, t := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, types.CapacityLimit{CapacityUnit: aws.String(t), MaxCapacity: aws.Int32(int32(m[t]))})
+	}
+	return out
+}
+
+func shareLimits(m map[string]int) []types.QuotaShareCapacityLimit {
+	var out []types.QuotaShareCapacityLimit
+	for _, t := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, types.QuotaShareCapacityLimit{CapacityUnit: aws.String(t), MaxCapacity: aws.Int32(int32(m[t]))})
+	}
+	return out
+}
+
+func inShareState(on bool) types.QuotaShareInSharePreemptionState {
+	if on {
+		return types.QuotaShareInSharePreemptionStateEnabled
+	}
+	return types.QuotaShareInSharePreemptionStateDisabled
+}
+
+// borrowText says a share's borrowing in words; the effective borrowLimit of a
+// LEND_AND_BORROW share without one is -1 (unlimited).
+func borrowOf(strategy string, b *int) string {
+	if strategy != string(types.QuotaShareResourceSharingStrategyLendAndBorrow) {
+		return strategy
+	}
+	if b == nil || *b == -1 {
+		return strategy + " borrowLimit unlimited"
+	}
+	return fmt.Sprintf("%s borrowLimit %d%%", strategy, *b)
+}
+
+// change is one step of an apply: what it says, and what it does.
+type change struct {
+	text string
+	do   func(context.Context, *batch.Client) error
+}
+
+// plan compares the file with the server and lists the changes in the order they apply.
+func plan(ctx context.Context, c *batch.Client, s *setup, cur *current, out io.Writer) ([]change, error) {
+	var cs []change
+	policyARN := cur.policyARN
+	if policyARN == "" {
+		cs = append(cs, change{"create scheduling policy " + s.Queue.Policy + " (quotaSharePolicy FIFO)", func(ctx context.Context, c *batch.Client) error {
+			out, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String(s.Queue.Policy),
+				QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+			if err == nil {
+				policyARN = aws.ToString(out.Arn)
+			}
+			return err
+		}})
+	}
+	if cur.env == nil {
+		cs = append(cs, change{fmt.Sprintf("create service environment %s: %s", s.Environment.Name, countsText(s.Environment.Capacity)), func(ctx context.Context, c *batch.Client) error {
+			_, err := c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String(s.Environment.Name),
+				ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining, CapacityLimits: envLimits(s.Environment.Capacity)})
+			return err
+		}})
+	} else if have := envCounts(cur.env.CapacityLimits); !maps.Equal(have, s.Environment.Capacity) {
+		cs = append(cs, change{fmt.Sprintf("update service environment %s: capacity %s -> %s", s.Environment.Name, countsText(have), countsText(s.Environment.Capacity)),
+			func(ctx context.Context, c *batch.Client) error {
+				_, err := c.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: aws.String(s.Environment.Name),
+					CapacityLimits: envLimits(s.Environment.Capacity)})
+				return err
+			}})
+	}
+	envOrder := []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String(s.Environment.Name)}}
+	if cur.queue == nil {
+		cs = append(cs, change{fmt.Sprintf("create job queue %s (priority %d, policy %s, environment %s)", s.Queue.Name, s.Queue.Priority, s.Queue.Policy, s.Environment.Name),
+			func(ctx context.Context, c *batch.Client) error {
+				_, err := c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String(s.Queue.Name), Priority: aws.Int32(int32(s.Queue.Priority)),
+					JobQueueType: types.JobQueueTypeSagemakerTraining, SchedulingPolicyArn: aws.String(policyARN), ServiceEnvironmentOrder: envOrder})
+				return err
+			}})
+	} else {
+		var diffs []string
+		if p := int(aws.ToInt32(cur.queue.Priority)); p != s.Queue.Priority {
+			diffs = append(diffs, fmt.Sprintf("priority %d -> %d", p, s.Queue.Priority))
+		}
+		if cur.policyARN == "" || aws.ToString(cur.queue.SchedulingPolicyArn) != cur.policyARN {
+			diffs = append(diffs, "policy -> "+s.Queue.Policy)
+		}
+		envChanged := len(cur.queue.ServiceEnvironmentOrder) != 1 || !strings.HasSuffix(aws.ToString(cur.queue.ServiceEnvironmentOrder[0].ServiceEnvironment), "/"+s.Environment.Name)
+		if envChanged {
+			diffs = append(diffs, "environment -> "+s.Environment.Name)
+		}
+		if len(diffs) > 0 {
+			cs = append(cs, change{"update job queue " + s.Queue.Name + ": " + strings.Join(diffs, "; "), func(ctx context.Context, c *batch.Client) error {
+				in := &batch.UpdateJobQueueInput{JobQueue: aws.String(s.Queue.Name), Priority: aws.Int32(int32(s.Queue.Priority)), SchedulingPolicyArn: aws.String(policyARN)}
+				if envChanged {
+					in.ServiceEnvironmentOrder = envOrder
+				}
+				_, err := c.UpdateJobQueue(ctx, in)
+				return err
+			}})
+		}
+	}
+	for _, sh := range s.Shares {
+		have, exists := cur.shares[sh.Name]
+		limits, strategy := shareLimits(sh.Limits), types.QuotaShareResourceSharingStrategy(sh.Strategy)
+		rc := &types.QuotaShareResourceSharingConfiguration{Strategy: strategy}
+		if sh.BorrowLimit != nil {
+			rc.BorrowLimit = aws.Int32(int32(*sh.BorrowLimit))
+		} else if sh.Strategy == string(types.QuotaShareResourceSharingStrategyLendAndBorrow) {
+			rc.BorrowLimit = aws.Int32(-1)
+		}
+		pc := &types.QuotaSharePreemptionConfiguration{InSharePreemption: inShareState(sh.InSharePreemption)}
+		if !exists {
+			cs = append(cs, change{fmt.Sprintf("create quota share %s: %s, %s, in-share preemption %s", sh.Name, countsText(sh.Limits),
+				borrowOf(sh.Strategy, sh.BorrowLimit), onOff(sh.InSharePreemption)), func(ctx context.Context, c *batch.Client) error {
+				_, err := c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.Name), JobQueue: aws.String(s.Queue.Name),
+					CapacityLimits: limits, ResourceSharingConfiguration: rc, PreemptionConfiguration: pc})
+				return err
+			}})
+			continue
+		}
+		var diffs []string
+		old := shareCounts(have.CapacityLimits)
+		if !maps.Equal(old, sh.Limits) {
+			diffs = append(diffs, fmt.Sprintf("limits %s -> %s", countsText(old), countsText(sh.Limits)))
+		}
+		var oldBorrow *int
+		if b := have.ResourceSharingConfiguration.BorrowLimit; b != nil {
+			v := int(*b)
+			oldBorrow = &v
+		}
+		if was, now := borrowOf(string(have.ResourceSharingConfiguration.Strategy), oldBorrow), borrowOf(sh.Strategy, sh.BorrowLimit); was != now {
+			diffs = append(diffs, was+" -> "+now)
+		}
+		if was := have.PreemptionConfiguration.InSharePreemption == types.QuotaShareInSharePreemptionStateEnabled; was != sh.InSharePreemption {
+			diffs = append(diffs, "in-share preemption "+onOff(was)+" -> "+onOff(sh.InSharePreemption))
+		}
+		if len(diffs) == 0 {
+			continue
+		}
+		text := "update quota share " + sh.Name + ": " + strings.Join(diffs, "; ")
+		lowered, err := lowered(ctx, c, s.Queue.Name, sh, old)
+		if err != nil {
+			return nil, err
+		}
+		text += lowered
+		arn := aws.ToString(have.QuotaShareArn)
+		cs = append(cs, change{text, func(ctx context.Context, c *batch.Client) error {
+			_, err := c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(arn), CapacityLimits: limits,
+				ResourceSharingConfiguration: rc, PreemptionConfiguration: pc})
+			return err
+		}})
+	}
+	for _, name := range slices.Sorted(maps.Keys(cur.shares)) {
+		if !slices.ContainsFunc(s.Shares, func(sh shareSpec) bool { return sh.Name == name }) {
+			fmt.Fprintf(out, "note: quota share %s is not in the file; apply leaves it as it is\n", name)
+		}
+	}
+	return cs, nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// lowered says, for a share whose limit goes down, which of its running jobs become
+// eligible for preemption: those holding the usage above the new limit.
+func lowered(ctx context.Context, c *batch.Client, queue string, sh shareSpec, old map[string]int) (string, error) {
+	use := map[string]int{}
+	holders := map[string][]string{}
+	for _, st := range []types.ServiceJobStatus{types.ServiceJobStatusScheduled, types.ServiceJobStatusStarting, types.ServiceJobStatusRunning} {
+		p := batch.NewListServiceJobsPaginator(c, &batch.ListServiceJobsInput{JobQueue: aws.String(queue), JobStatus: st,
+			Filters: []types.KeyValuesPair{{Name: aws.String("QUOTA_SHARE_NAME"), Values: []string{sh.Name}}}})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return "", err
+			}
+			for _, j := range page.JobSummaryList {
+				for _, u := range j.CapacityUsage {
+					t := aws.ToString(u.CapacityUnit)
+					use[t] += int(aws.ToFloat64(u.Quantity))
+					holders[t] = append(holders[t], aws.ToString(j.JobName))
+				}
+			}
+		}
+	}
+	var parts []string
+	for _, t := range slices.Sorted(maps.Keys(use)) {
+		if limit := sh.Limits[t]; limit < old[t] && use[t] > limit {
+			parts = append(parts, fmt.Sprintf("%d %s in use is %d over the new limit of %d: running jobs %s become eligible for preemption when an owner needs the capacity",
+				use[t], t, use[t]-limit, limit, strings.Join(holders[t], ", ")))
+		}
+	}
+	if len(parts) == 0 {
+		return "", nil
+	}
+	return "\n    " + strings.Join(parts, "\n    "), nil
+}
+
+func applyCmd(args []string, stdout, stderr io.Writer) error {
+	fs, cf := newFlags("apply", applyUsage, stderr)
+	file := fs.String("f", "", "the setup file (YAML)")
+	dry := fs.Bool("dry-run", false, "print the changes without making them")
+	if err := fs.Parse(reorder(fs, args)); err != nil {
+		return err
+	}
+	if *file == "" || fs.NArg() != 0 {
+		fs.Usage()
+		return errors.New("apply takes -f SETUP.yaml and no arguments")
+	}
+	data, err := os.ReadFile(*file)
+	if err != nil {
+		return err
+	}
+	s, err := parseSetup(*file, data)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	c := cf.client()
+	cur, err := readCurrent(ctx, c, s)
+	if err != nil {
+		return cf.apiError(err)
+	}
+	changes, err := plan(ctx, c, s, cur, stdout)
+	if err != nil {
+		return cf.apiError(err)
+	}
+	if len(changes) == 0 {
+		fmt.Fprintln(stdout, "no changes: the server matches "+*file)
+		return nil
+	}
+	for _, ch := range changes {
+		if *dry {
+			fmt.Fprintln(stdout, "would "+ch.text)
+			continue
+		}
+		if err := ch.do(ctx, c); err != nil {
+			return fmt.Errorf("%s: %w", ch.text, cf.apiError(err))
+		}
+		fmt.Fprintln(stdout, ch.text)
+	}
+	if *dry {
+		fmt.Fprintln(stdout, "dry run: nothing was changed")
+	}
+	return nil
+}
+
+const exportUsage = `usage: quotashare export --queue QUEUE
+
+Writes a queue's setup (environment, queue, policy, shares) as a file apply reads.
+
+Example:
+  quotashare export --queue three-projects > setup.yaml
+`
+
+func exportCmd(args []string, stdout, stderr io.Writer) error {
+	fs, cf := newFlags("export", exportUsage, stderr)
+	queue := fs.String("queue", "", "the job queue")
+	if err := parseCommand(fs, args, cf, 0, "no arguments"); err != nil {
+		return err
+	}
+	if *queue == "" {
+		return errors.New("--queue: is required")
+	}
+	ctx := context.Background()
+	c := cf.client()
+	qs, err := c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{*queue}})
+	if err != nil {
+		return cf.apiError(err)
+	}
+	if len(qs.JobQueues) == 0 {
+		return fmt.Errorf("--queue: job queue %s does not exist", *queue)
+	}
+	q := qs.JobQueues[0]
+	var s setup
+	s.Queue.Name, s.Queue.Priority = aws.ToString(q.JobQueueName), int(aws.ToInt32(q.Priority))
+	s.Queue.Policy = nameAfterSlash(aws.ToString(q.SchedulingPolicyArn))
+	s.Environment.Name = nameAfterSlash(aws.ToString(q.ServiceEnvironmentOrder[0].ServiceEnvironment))
+	envs, err := c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{s.Environment.Name}})
+	if err != nil {
+		return cf.apiError(err)
+	}
+	if len(envs.ServiceEnvironments) == 1 {
+		s.Environment.Capacity = envCounts(envs.ServiceEnvironments[0].CapacityLimits)
+	}
+	for p := batch.NewListQuotaSharesPaginator(c, &batch.ListQuotaSharesInput{JobQueue: aws.String(*queue)}); p.HasMorePages(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return cf.apiError(err)
+		}
+		for _, sh := range page.QuotaShares {
+			spec := shareSpec{Name: aws.ToString(sh.QuotaShareName), Limits: shareCounts(sh.CapacityLimits),
+				Strategy:          string(sh.ResourceSharingConfiguration.Strategy),
+				InSharePreemption: sh.PreemptionConfiguration.InSharePreemption == types.QuotaShareInSharePreemptionStateEnabled}
+			if b := sh.ResourceSharingConfiguration.BorrowLimit; b != nil && *b != -1 && spec.Strategy == string(types.QuotaShareResourceSharingStrategyLendAndBorrow) {
+				v := int(*b)
+				spec.BorrowLimit = &v
+			}
+			s.Shares = append(s.Shares, spec)
+		}
+	}
+	_, err = io.WriteString(stdout, s.render())
+	return err
+}
+
+func nameAfterSlash(arn string) string { return arn[strings.LastIndex(arn, "/")+1:] }

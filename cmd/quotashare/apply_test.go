@@ -1,0 +1,118 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestApply: apply creates the three-project setup in order, a second apply changes
+// nothing, export writes back a file that applies with no change, a dry run of a lowered
+// limit names the running jobs that become eligible for preemption and changes nothing,
+// and bad files are refused with the line and the rule before anything changes.
+func TestApply(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	dir := t.TempDir()
+	s := startServer(t, filepath.Join(dir, "data"), "--quiet")
+	bin, _ := buildBinary()
+	qs := func(args ...string) (string, error) {
+		t.Helper()
+		out, err := exec.Command(bin, append([]string{args[0], "--endpoint", s.url}, args[1:]...)...).CombinedOutput()
+		return string(out), err
+	}
+	mustRun := func(args ...string) string {
+		t.Helper()
+		out, err := qs(args...)
+		if err != nil {
+			t.Fatalf("quotashare %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	example := "../../examples/three-projects.yaml"
+	want := `create scheduling policy three-projects-policy (quotaSharePolicy FIFO)
+create service environment three-projects-env: ml.g5.xlarge 3
+create job queue three-projects (priority 1, policy three-projects-policy, environment three-projects-env)
+create quota share qs1: ml.g5.xlarge 1, LEND_AND_BORROW borrowLimit 200%, in-share preemption on
+create quota share qs2: ml.g5.xlarge 1, LEND, in-share preemption off
+create quota share qs3: ml.g5.xlarge 1, RESERVE, in-share preemption off
+`
+	if out := mustRun("apply", "-f", example); out != want {
+		t.Errorf("first apply printed:\n%s\nwant:\n%s", out, want)
+	}
+	if out := mustRun("apply", "-f", example); out != "no changes: the server matches "+example+"\n" {
+		t.Errorf("second apply printed %q", out)
+	}
+	exported := filepath.Join(dir, "exported.yaml")
+	os.WriteFile(exported, []byte(mustRun("export", "--queue", "three-projects")), 0o644)
+	if out := mustRun("apply", "-f", exported); !strings.HasPrefix(out, "no changes") {
+		t.Errorf("apply of the exported file printed %q", out)
+	}
+
+	// A lowered limit: raise qs3 to 2 instances, run two jobs on them, then dry-run the
+	// original file, which lowers qs3 back to 1.
+	raise := strings.Replace(string(mustRead(example)), "limits: {ml.g5.xlarge: 1}\n    strategy: RESERVE", "limits: {ml.g5.xlarge: 2}\n    strategy: RESERVE", 1)
+	raise = strings.Replace(raise, "capacity: {ml.g5.xlarge: 3}", "capacity: {ml.g5.xlarge: 4}", 1)
+	raised := filepath.Join(dir, "raised.yaml")
+	os.WriteFile(raised, []byte(raise), 0o644)
+	out := mustRun("apply", "-f", raised)
+	if out != "update service environment three-projects-env: capacity ml.g5.xlarge 3 -> ml.g5.xlarge 4\nupdate quota share qs3: limits ml.g5.xlarge 1 -> ml.g5.xlarge 2\n" {
+		t.Errorf("raising apply printed:\n%s", out)
+	}
+	for _, name := range []string{"r1", "r2"} {
+		mustRun("submit", "--queue", "three-projects", "--share", "qs3", "--name", name, "--", "sleep", "30")
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if strings.Count(mustRun("jobs", "--queue", "three-projects", "--state", "RUNNING"), "RUNNING ") == 2 {
+			break
+		}
+	}
+	out = mustRun("apply", "-f", example, "--dry-run")
+	for _, w := range []string{"would update service environment three-projects-env: capacity ml.g5.xlarge 4 -> ml.g5.xlarge 3",
+		"would update quota share qs3: limits ml.g5.xlarge 2 -> ml.g5.xlarge 1",
+		"2 ml.g5.xlarge in use is 1 over the new limit of 1: running jobs ", "become eligible for preemption when an owner needs the capacity",
+		"dry run: nothing was changed"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("dry run lacks %q:\n%s", w, out)
+		}
+	}
+	if out := mustRun("export", "--queue", "three-projects"); !strings.Contains(out, "capacity: {ml.g5.xlarge: 4}") {
+		t.Errorf("the dry run changed something:\n%s", out)
+	}
+
+	// Bad files: refused with the line and the rule; nothing changes.
+	for _, tc := range []struct{ file, want string }{
+		{"environment: {name: e, capacity: {ml.g5.xlarge: 3}}\nqueue: {name: three-projects, policy: p}\nshares:\n  - name: qs1\n    limits: {ml.g5.xlarge: 1}\n    strategy: LENDX\n",
+			"bad.yaml:6: shares[0].strategy: \"LENDX\" must be RESERVE, LEND or LEND_AND_BORROW"},
+		{"environment: {name: e, capacity: {ml.g5.xlarge: 0}}\nqueue: {name: q, policy: p}\nshares: []\n",
+			"bad.yaml:1: environment.capacity.ml.g5.xlarge: \"0\" must be a whole number from 1 to 1000000"},
+		{"environment: {name: e, capacity: {t: 1}}\nqueue: {name: q, policy: p}\nshares:\n  - {name: a, limits: {t: 1}, strategy: LEND, borrowLimit: 5}\n",
+			"bad.yaml:4: shares[0].borrowLimit: applies only to strategy LEND_AND_BORROW, not LEND"},
+		{"environment: {name: e, capacity: {t: 1}}\nqueue: {name: q, policy: p, colour: red}\nshares:\n  - {name: a, limits: {t: 1}, strategy: LEND}\n",
+			"bad.yaml:2: queue.colour: unknown field; the fields here are name, policy, priority"},
+		{"environment: {name: e, capacity: {t: 1}}\nshares:\n  - {name: a, limits: {t: 1}, strategy: LEND}\n  - {name: a, limits: {t: 1}, strategy: LEND}\nqueue: {name: q, policy: p}\n",
+			"bad.yaml:4: shares[1].name: quota share a is declared twice"},
+	} {
+		bad := filepath.Join(dir, "bad.yaml")
+		os.WriteFile(bad, []byte(tc.file), 0o644)
+		out, err := qs("apply", "-f", bad)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("apply of a bad file: %v, printed %q, want %q", err, out, tc.want)
+		}
+	}
+	if out := mustRun("export", "--queue", "three-projects"); !strings.Contains(out, "capacity: {ml.g5.xlarge: 4}") {
+		t.Errorf("a refused file changed something:\n%s", out)
+	}
+}
+
+func mustRead(path string) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
