@@ -17,6 +17,7 @@ import (
 
 const usage = `usage: quotashare COMMAND [flags] [ARGS]
 
+  demo        play AWS's three-project example on a temporary server, narrated
   serve       run the server (AWS Batch API, SQLite store, local executor)
   apply       create or update a queue's setup from one file
   export      write a queue's setup as such a file
@@ -60,6 +61,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return serve(args[1:], stdout, stderr)
 	case "logs":
 		return logs(args[1:], stdout, stderr)
+	case "demo":
+		return demoCmd(args[1:], stdout, stderr)
 	case "apply":
 		return applyCmd(args[1:], stdout, stderr)
 	case "export":

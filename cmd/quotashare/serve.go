@@ -84,14 +84,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "GPUs handed out to instances: %s\n", strings.Join(cfg.GPUs, ","))
 	}
 	if *example {
-		if err := server.ApplyExample(s.Engine()); err != nil {
-			s.Close()
-			return fmt.Errorf("example: %w", err)
-		}
 		go func() {
-			if err := server.RunExample(s.Engine(), func(m string) { logf("%s", m) }); err != nil {
+			cf := &clientFlags{endpoint: s.URL, output: "table"}
+			if err := playExample(cf, func(f string, a ...any) { logf(f, a...) }); err != nil {
 				logf("example: %v", err)
+				return
 			}
+			logf("the example is done; the server keeps running (Ctrl-C stops it)")
 		}()
 	}
 	sig := make(chan os.Signal, 1)

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"github.com/quotashare/quotashare/examples"
+	"github.com/quotashare/quotashare/internal/server"
+)
+
+const demoUsage = `usage: quotashare demo [flags]
+
+Plays AWS's three-project example with real processes and says what happens as it
+happens: it starts a server on a temporary folder (or uses --endpoint), applies
+examples/three-projects.yaml, and submits short jobs: qs1's second job borrows qs2's idle
+instance while qs3's RESERVE instance stays unlent; qs2 comes back and gets its instance by
+preemption; qs1's lowest job is raised above its highest and displaces it; the preempted
+jobs are requeued and finish later.
+
+Example:
+  quotashare demo
+`
+
+func demoCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, demoUsage); fs.PrintDefaults() }
+	endpoint := fs.String("endpoint", "", "use this running server instead of starting one")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("demo takes no arguments, got %q", fs.Args())
+	}
+	say := func(format string, a ...any) { fmt.Fprintf(stdout, time.Now().Format("15:04:05 ")+format+"\n", a...) }
+	cf := &clientFlags{endpoint: *endpoint, output: "table"}
+	if *endpoint == "" {
+		dir, err := os.MkdirTemp("", "quotashare-demo")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		s, err := server.Start(server.Config{Addr: "127.0.0.1:0", Data: dir, Grace: 10 * time.Second, Logf: func(f string, a ...any) { say("  server: "+f, a...) }})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		cf.endpoint = s.URL
+		say("started a server at %s with its data in %s", s.URL, dir)
+	}
+	if err := playExample(cf, say); err != nil {
+		return err
+	}
+	say("done: every job ran, the preempted ones after their requeue")
+	return nil
+}
+
+// applyExample applies the embedded three-project setup.
+func applyExample(ctx context.Context, cf *clientFlags, say func(string, ...any)) error {
+	s, err := parseSetup("examples/three-projects.yaml", examples.ThreeProjects)
+	if err != nil {
+		return err
+	}
+	c := cf.client()
+	cur, err := readCurrent(ctx, c, s)
+	if err != nil {
+		return cf.apiError(err)
+	}
+	changes, err := plan(ctx, c, s, cur, io.Discard)
+	if err != nil {
+		return cf.apiError(err)
+	}
+	for _, ch := range changes {
+		if err := ch.do(ctx, c); err != nil {
+			return fmt.Errorf("%s: %w", ch.text, cf.apiError(err))
+		}
+		say("%s", ch.text)
+	}
+	return nil
+}
+
+// examplePayload is a CreateTrainingJob request for one ml.g5.xlarge running a shell
+// script that works for the given time and writes a checkpoint on SIGTERM.
+func examplePayload(name string, seconds int) string {
+	script := fmt.Sprintf(`trap 'echo "$(date +%%T) checkpoint" > "$SM_MODEL_DIR/checkpoint"; echo preempted, checkpoint written; exit 143' TERM
+echo "training %s on $SM_CURRENT_HOST"; i=0; while [ $i -lt %d ]; do sleep 1; i=$((i+1)); done; echo done`, name, seconds)
+	b, _ := json.Marshal(map[string]any{
+		"TrainingJobName":        name,
+		"AlgorithmSpecification": map[string]any{"TrainingInputMode": "File", "ContainerEntrypoint": []string{"sh", "-c", script}},
+		"ResourceConfig":         map[string]any{"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1},
+		"StoppingCondition":      map[string]any{"MaxRuntimeInSeconds": 3600},
+	})
+	return string(b)
+}
+
+// playExample runs AWS's three-project walkthrough through the API, each step waiting
+// for the previous one to take effect.
+func playExample(cf *clientFlags, say func(string, ...any)) error {
+	ctx := context.Background()
+	if err := applyExample(ctx, cf, say); err != nil {
+		return err
+	}
+	c := cf.client()
+	const queue = "three-projects"
+	submit := func(name, share string, prio, secs int) (string, error) {
+		out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String(queue), QuotaShareName: aws.String(share),
+			ServiceJobType: types.ServiceJobTypeSagemakerTraining, SchedulingPriority: aws.Int32(int32(prio)), ServiceRequestPayload: aws.String(examplePayload(name, secs))})
+		if err != nil {
+			return "", cf.apiError(err)
+		}
+		return aws.ToString(out.JobId), nil
+	}
+	describe := func(id string) *batch.DescribeServiceJobOutput {
+		d, err := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+		if err != nil {
+			return &batch.DescribeServiceJobOutput{}
+		}
+		return d
+	}
+	wait := func(id string, want ...types.ServiceJobStatus) (*batch.DescribeServiceJobOutput, error) {
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			d := describe(id)
+			for _, w := range want {
+				if d.Status == w {
+					return d, nil
+				}
+			}
+		}
+		return nil, fmt.Errorf("job %s did not reach %v in two minutes", id, want)
+	}
+	say("1. qs1 submits three jobs, priorities 3, 2 and 1")
+	high, err := submit("qs1_job_high", "qs1", 3, 12)
+	if err != nil {
+		return err
+	}
+	med, _ := submit("qs1_job_med", "qs1", 2, 8)
+	low, _ := submit("qs1_job_low", "qs1", 1, 6)
+	if _, err := wait(high, types.ServiceJobStatusRunning); err != nil {
+		return err
+	}
+	if _, err := wait(med, types.ServiceJobStatusRunning); err != nil {
+		return err
+	}
+	say("   qs1_job_high runs on qs1's own instance; qs1_job_med borrows qs2's idle one")
+	say("   qs1_job_low waits: %s", aws.ToString(describe(low).StatusReason))
+	say("2. qs2 submits a job: its lent instance comes back by preemption")
+	q2, err := submit("qs2_job_1", "qs2", 1, 4)
+	if err != nil {
+		return err
+	}
+	if _, err := wait(q2, types.ServiceJobStatusRunning); err != nil {
+		return err
+	}
+	d := describe(med)
+	say("   qs1_job_med is %s: %s", d.Status, aws.ToString(d.StatusReason))
+	say("3. qs1_job_low is raised to priority 4: in-share preemption")
+	if _, err := c.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: aws.String(low), SchedulingPriority: aws.Int32(4)}); err != nil {
+		return cf.apiError(err)
+	}
+	if _, err := wait(low, types.ServiceJobStatusRunning); err != nil {
+		return err
+	}
+	d = describe(high)
+	say("   qs1_job_high is %s: %s", d.Status, aws.ToString(d.StatusReason))
+	say("4. every job runs to the end in turn")
+	for _, id := range []string{q2, low, high, med} {
+		d, err := wait(id, types.ServiceJobStatusSucceeded, types.ServiceJobStatusFailed)
+		if err != nil {
+			return err
+		}
+		n := int32(0)
+		if d.PreemptionSummary != nil {
+			n = aws.ToInt32(d.PreemptionSummary.PreemptedAttemptCount)
+		}
+		say("   %s %s after %d preemption(s)", aws.ToString(d.JobName), d.Status, n)
+		if d.Status != types.ServiceJobStatusSucceeded {
+			return errors.New(aws.ToString(d.JobName) + " failed: " + aws.ToString(d.StatusReason))
+		}
+	}
+	return nil
+}
