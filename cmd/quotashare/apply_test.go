@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,6 +72,25 @@ create quota share qs3: ml.g5.xlarge 1, RESERVE, in-share preemption off
 			break
 		}
 	}
+	// shares: qs3 holds both of its instances; nothing is borrowed.
+	out = mustRun("shares", "--queue", "three-projects")
+	wantShares := `SHARE      STRATEGY        TYPE           LIMIT IN USE BORROWED LENDABLE QUEUED
+qs1        LEND_AND_BORROW ml.g5.xlarge       1      0        0        1      0
+qs2        LEND            ml.g5.xlarge       1      0        0        1      0
+qs3        RESERVE         ml.g5.xlarge       2      2        0        0      0
+`
+	if out != wantShares {
+		t.Errorf("shares printed:\n%s\nwant:\n%s", out, wantShares)
+	}
+	var views []shareView
+	if err := json.Unmarshal([]byte(mustRun("shares", "--queue", "three-projects", "--output", "json")), &views); err != nil ||
+		len(views) != 3 || views[2].Types[0].InUse != 2 || views[2].Strategy != "RESERVE" {
+		t.Errorf("shares --output json: %+v %v", views, err)
+	}
+	if out := mustRun("watch", "--queue", "three-projects", "--times", "2", "--interval", "100ms"); strings.Count(out, "\x1b[2J") != 2 || !strings.Contains(out, wantShares) {
+		t.Errorf("watch printed %q", out)
+	}
+
 	out = mustRun("apply", "-f", example, "--dry-run")
 	for _, w := range []string{"would update service environment three-projects-env: capacity ml.g5.xlarge 4 -> ml.g5.xlarge 3",
 		"would update quota share qs3: limits ml.g5.xlarge 2 -> ml.g5.xlarge 1",

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -57,7 +60,7 @@ func logs(args []string, stdout, stderr io.Writer) error {
 	var off int64
 	for {
 		q.Set("offset", strconv.FormatInt(off, 10))
-		req, err := signedGet(base + "?" + q.Encode())
+		req, err := signedRequest(http.MethodGet, base+"?"+q.Encode(), nil)
 		if err != nil {
 			return err
 		}
@@ -115,15 +118,15 @@ func reorder(fs *flag.FlagSet, args []string) []string {
 	return append(flags, rest...)
 }
 
-// emptySHA256 is the SHA-256 of an empty body.
-const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-
-// signedGet makes a GET request, signed with SigV4 when AWS_ACCESS_KEY_ID and
+// signedRequest makes a request, signed with SigV4 when AWS_ACCESS_KEY_ID and
 // AWS_SECRET_ACCESS_KEY are set (a server started with --credentials wants that).
-func signedGet(u string) (*http.Request, error) {
-	req, err := http.NewRequest(http.MethodGet, u, nil)
+func signedRequest(method, u string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequest(method, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
 	if id == "" || secret == "" {
@@ -133,7 +136,8 @@ func signedGet(u string) (*http.Request, error) {
 	if region == "" {
 		region = "us-east-1"
 	}
+	sum := sha256.Sum256(body)
 	creds := aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: os.Getenv("AWS_SESSION_TOKEN")}
-	err = v4.NewSigner().SignHTTP(context.Background(), creds, req, emptySHA256, "batch", region, time.Now())
+	err = v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), "batch", region, time.Now())
 	return req, err
 }

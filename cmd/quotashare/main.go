@@ -21,6 +21,8 @@ const usage = `usage: quotashare COMMAND [flags] [ARGS]
   serve       run the server (AWS Batch API, SQLite store, local executor)
   apply       create or update a queue's setup from one file
   export      write a queue's setup as such a file
+  shares      each share's limit, use, borrowing, idle capacity and queue
+  watch       the same, redrawn live
   submit      submit a training job to a quota share
   jobs        list a queue's jobs with their state and reason
   describe    show a job, its attempts and preemptions
@@ -67,6 +69,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return applyCmd(args[1:], stdout, stderr)
 	case "export":
 		return exportCmd(args[1:], stdout, stderr)
+	case "shares":
+		return sharesCmd(args[1:], stdout, stderr)
+	case "watch":
+		return watchCmd(args[1:], stdout, stderr)
 	case "submit":
 		return submitCmd(args[1:], stdout, stderr)
 	case "jobs":

@@ -488,20 +488,22 @@ func (h *Handler) snapshot(in *queueRefIn) (any, error) {
 		o.FrontOfQuotaShares.QuotaShares[name] = []frontJob{{f.ARN, ms(f.Since)}}
 	}
 	o.FrontOfQuotaShares.LastUpdatedAt = at
-	o.QueueUtilization.TotalCapacityUsage = usage(s.Total)
+	o.QueueUtilization.TotalCapacityUsage = []capacityUsage{}
+	for _, c := range s.Capacity {
+		o.QueueUtilization.TotalCapacityUsage = append(o.QueueUtilization.TotalCapacityUsage, capacityUsage{CapacityUnit: c.InstanceType, Quantity: float64(c.InUse)})
+	}
 	o.QueueUtilization.QuotaShareUtilization.TopCapacityUtilization = []shareUtil{}
+	o.QuotashareShares = []ShareNumbers{}
 	for _, u := range s.Shares {
-		o.QueueUtilization.QuotaShareUtilization.TopCapacityUtilization = append(o.QueueUtilization.QuotaShareUtilization.TopCapacityUtilization,
-			shareUtil{QuotaShareName: u.Share, CapacityUsage: usage(u.Use)})
+		su := shareUtil{QuotaShareName: u.Name, CapacityUsage: []capacityUsage{}}
+		sn := ShareNumbers{QuotaShareName: u.Name, Waiting: u.Waiting, Active: u.Active, Types: []TypeNumbers{}}
+		for _, t := range u.Types {
+			su.CapacityUsage = append(su.CapacityUsage, capacityUsage{CapacityUnit: t.InstanceType, Quantity: float64(t.InUse)})
+			sn.Types = append(sn.Types, TypeNumbers{CapacityUnit: t.InstanceType, Limit: t.Limit, InUse: t.InUse, Stopping: t.Stopping, Borrowed: t.Borrowed, Idle: t.Idle})
+		}
+		o.QueueUtilization.QuotaShareUtilization.TopCapacityUtilization = append(o.QueueUtilization.QuotaShareUtilization.TopCapacityUtilization, su)
+		o.QuotashareShares = append(o.QuotashareShares, sn)
 	}
 	o.QueueUtilization.LastUpdatedAt = at
 	return o, nil
-}
-
-func usage(ds []quotashare.Demand) []capacityUsage {
-	out := []capacityUsage{}
-	for _, d := range ds {
-		out = append(out, capacityUsage{CapacityUnit: d.InstanceType, Quantity: float64(d.Count)})
-	}
-	return out
 }

@@ -318,6 +318,27 @@ type snapshotOut struct {
 		} `json:"quotaShareUtilization"`
 		LastUpdatedAt int64 `json:"lastUpdatedAt"`
 	} `json:"queueUtilization"`
+	// QuotashareShares is quotashare's own member (SDKs ignore members they do not know):
+	// each share's numbers as the scheduler counts them, for quotashare shares and watch.
+	QuotashareShares []ShareNumbers `json:"quotashareShares"`
+}
+
+// ShareNumbers is one share's numbers in GetJobQueueSnapshot's quotashareShares.
+type ShareNumbers struct {
+	QuotaShareName string        `json:"quotaShareName"`
+	Waiting        int           `json:"waiting"`
+	Active         int           `json:"active"`
+	Types          []TypeNumbers `json:"types"`
+}
+
+// TypeNumbers is a share's numbers for one instance type.
+type TypeNumbers struct {
+	CapacityUnit string `json:"capacityUnit"`
+	Limit        int    `json:"limit"`
+	InUse        int    `json:"inUse"`
+	Stopping     int    `json:"stopping"`
+	Borrowed     int    `json:"borrowed"`
+	Idle         int    `json:"idle"`
 }
 
 type tagsIO struct {

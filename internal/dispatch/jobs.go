@@ -394,20 +394,16 @@ type Snapshot struct {
 	// ShareFront each share's first RUNNABLE job.
 	Front      []FrontJob
 	ShareFront map[string]FrontJob
-	Total      []quotashare.Demand
-	Shares     []ShareUse
+	// Capacity is the environment's limit and use per type; Shares each share's numbers
+	// as the core counts them (limit, in use, borrowed, idle, waiting jobs).
+	Capacity []sched.CapacityUsage
+	Shares   []sched.ShareUsage
 }
 
 // FrontJob is a job at the front of a queue, and since when it has been waiting there.
 type FrontJob struct {
 	ARN   string
 	Since time.Time
-}
-
-// ShareUse is a share's capacity in use.
-type ShareUse struct {
-	Share string
-	Use   []quotashare.Demand
 }
 
 // Snapshot returns the queue's front jobs and capacity use.
@@ -436,16 +432,7 @@ func (e *Engine) Snapshot(queue string) (Snapshot, error) {
 	for _, j := range front[:min(100, len(front))] {
 		snap.Front = append(snap.Front, FrontJob{ARN: j.ARN, Since: j.RunnableSince})
 	}
-	for _, c := range qs.sched.Capacity() {
-		snap.Total = append(snap.Total, quotashare.Demand{InstanceType: c.InstanceType, Count: c.InUse})
-	}
-	for _, u := range qs.sched.Usage() {
-		su := ShareUse{Share: u.Name}
-		for _, t := range u.Types {
-			su.Use = append(su.Use, quotashare.Demand{InstanceType: t.InstanceType, Count: t.InUse})
-		}
-		snap.Shares = append(snap.Shares, su)
-	}
+	snap.Capacity, snap.Shares = qs.sched.Capacity(), qs.sched.Usage()
 	return snap, nil
 }
 

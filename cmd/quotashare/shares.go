@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+
+	"github.com/quotashare/quotashare/internal/batchapi"
+)
+
+// shareView is one share with its numbers, for shares and watch.
+type shareView struct {
+	batchapi.ShareNumbers
+	Strategy string `json:"strategy"`
+	State    string `json:"state"`
+}
+
+// readShares reads a queue's shares (ListQuotaShares) and their numbers (the
+// quotashareShares member of GetJobQueueSnapshot, read over plain HTTP since the SDK
+// drops members it does not know).
+func readShares(cf *clientFlags, queue string) ([]shareView, error) {
+	ctx := context.Background()
+	strategy := map[string][2]string{}
+	for p := batch.NewListQuotaSharesPaginator(cf.client(), &batch.ListQuotaSharesInput{JobQueue: aws.String(queue)}); p.HasMorePages(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, cf.apiError(err)
+		}
+		for _, s := range page.QuotaShares {
+			strategy[aws.ToString(s.QuotaShareName)] = [2]string{string(s.ResourceSharingConfiguration.Strategy), string(s.State)}
+		}
+	}
+	body, _ := json.Marshal(map[string]string{"jobQueue": queue})
+	req, err := signedRequest(http.MethodPost, strings.TrimRight(cf.endpoint, "/")+"/v1/getjobqueuesnapshot", body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, cf.apiError(err)
+	}
+	defer resp.Body.Close()
+	var snap struct {
+		Message string                  `json:"message"`
+		Shares  []batchapi.ShareNumbers `json:"quotashareShares"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil {
+		return nil, fmt.Errorf("GetJobQueueSnapshot: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, errors.New(snap.Message)
+	}
+	var out []shareView
+	for _, n := range snap.Shares {
+		st := strategy[n.QuotaShareName]
+		out = append(out, shareView{ShareNumbers: n, Strategy: st[0], State: st[1]})
+	}
+	return out, nil
+}
+
+// printShares renders the shares table in 80 columns: a line per share and instance type.
+func printShares(w io.Writer, shares []shareView) {
+	const format = "%-10s %-15s %-14s %5s %6s %8s %8s %6s\n"
+	fmt.Fprintf(w, format, "SHARE", "STRATEGY", "TYPE", "LIMIT", "IN USE", "BORROWED", "LENDABLE", "QUEUED")
+	borrowed := map[string]int{}
+	for _, s := range shares {
+		name, strategy, queued := cut(s.QuotaShareName, 10), s.Strategy, fmt.Sprint(s.Waiting)
+		if s.State == "DISABLED" {
+			strategy += "*"
+		}
+		for _, t := range s.Types {
+			fmt.Fprintf(w, format, name, strategy, cut(t.CapacityUnit, 14), fmt.Sprint(t.Limit), fmt.Sprint(t.InUse), fmt.Sprint(t.Borrowed), fmt.Sprint(t.Idle), queued)
+			name, strategy, queued = "", "", ""
+			borrowed[t.CapacityUnit] += t.Borrowed
+		}
+	}
+	var parts []string
+	for t, n := range borrowed {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, t))
+		}
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "borrowed in all, drawn from the lending shares' idle capacity: %s\n", strings.Join(parts, ", "))
+	}
+	for _, s := range shares {
+		if s.State == "DISABLED" {
+			fmt.Fprintln(w, "* DISABLED: takes no new jobs; its jobs go on")
+			break
+		}
+	}
+}
+
+const sharesUsage = `usage: quotashare shares --queue QUEUE [flags]
+
+Shows each quota share of a queue, per instance type: its limit, what its jobs hold (IN
+USE, attempts still stopping included), how much of that is borrowed, how much of its own
+allocation is idle and LENDABLE (none for RESERVE), and how many of its jobs wait. Borrowing draws on the
+lending shares' idle capacity as a pool, so what is lent is shown in all, not per lender.
+
+Example:
+  quotashare shares --queue three-projects
+`
+
+func sharesCmd(args []string, stdout, stderr io.Writer) error {
+	fs, cf := newFlags("shares", sharesUsage, stderr)
+	queue := fs.String("queue", "", "the job queue")
+	if err := parseCommand(fs, args, cf, 0, "no arguments"); err != nil {
+		return err
+	}
+	if *queue == "" {
+		return errors.New("--queue: is required")
+	}
+	shares, err := readShares(cf, *queue)
+	if err != nil {
+		return err
+	}
+	if cf.output == "json" {
+		if shares == nil {
+			shares = []shareView{}
+		}
+		return printJSON(stdout, shares)
+	}
+	printShares(stdout, shares)
+	return nil
+}
+
+const watchUsage = `usage: quotashare watch --queue QUEUE [flags]
+
+The shares table, redrawn every --interval until Ctrl-C.
+
+Example:
+  quotashare watch --queue three-projects --interval 1s
+`
+
+func watchCmd(args []string, stdout, stderr io.Writer) error {
+	fs, cf := newFlags("watch", watchUsage, stderr)
+	queue := fs.String("queue", "", "the job queue")
+	interval := fs.Duration("interval", 2*time.Second, "time between redraws")
+	times := fs.Int("times", 0, "stop after this many redraws (0: never)")
+	if err := parseCommand(fs, args, cf, 0, "no arguments"); err != nil {
+		return err
+	}
+	if *queue == "" {
+		return errors.New("--queue: is required")
+	}
+	if *interval < 100*time.Millisecond {
+		return fmt.Errorf("--interval: %s is less than 100ms", *interval)
+	}
+	for n := 1; ; n++ {
+		shares, err := readShares(cf, *queue)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home, clear the screen
+		fmt.Fprintf(stdout, "%s  queue %s  (every %s; Ctrl-C stops)\n\n", time.Now().Format("15:04:05"), *queue, *interval)
+		printShares(stdout, shares)
+		if *times > 0 && n >= *times {
+			return nil
+		}
+		time.Sleep(*interval)
+	}
+}
