@@ -31,6 +31,7 @@ const usage = `usage: quotashare COMMAND [flags] [ARGS]
   terminate   end a job as FAILED
   logs        print a job's output
   simulate    run a scenario script through the scheduling core
+  completion  print a bash or zsh completion script
 
 quotashare COMMAND --help shows a command's flags and an example. The client commands talk
 to --endpoint (default http://127.0.0.1:8080) and take --output json.
@@ -69,6 +70,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return applyCmd(args[1:], stdout, stderr)
 	case "export":
 		return exportCmd(args[1:], stdout, stderr)
+	case "completion":
+		return completionCmd(args[1:], stdout, stderr)
 	case "shares":
 		return sharesCmd(args[1:], stdout, stderr)
 	case "watch":
