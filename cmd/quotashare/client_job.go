@@ -48,18 +48,28 @@ func attemptName(id *types.ServiceResourceId) string {
 
 // jobView is describe's JSON: the DescribeServiceJob answer's members that matter.
 type jobView struct {
-	ID, Name, Queue, Share, Status, StatusReason string
-	Priority                                     int32
-	Instances                                    string
-	CreatedAt, StartedAt, StoppedAt              string
-	IsTerminated                                 bool
-	Attempts                                     []attemptView
-	PreemptedCount                               int32
-	Preempted                                    []attemptView
+	ID             string        `json:"jobId"`
+	Name           string        `json:"jobName"`
+	Queue          string        `json:"jobQueue"`
+	Share          string        `json:"quotaShareName"`
+	Status         string        `json:"status"`
+	StatusReason   string        `json:"statusReason"`
+	Priority       int32         `json:"schedulingPriority"`
+	Instances      string        `json:"instances"`
+	CreatedAt      string        `json:"createdAt"`
+	StartedAt      string        `json:"startedAt"`
+	StoppedAt      string        `json:"stoppedAt"`
+	IsTerminated   bool          `json:"isTerminated"`
+	Attempts       []attemptView `json:"attempts"`
+	PreemptedCount int32         `json:"preemptedAttemptCount"`
+	Preempted      []attemptView `json:"recentPreemptedAttempts"`
 }
 
 type attemptView struct {
-	Attempt, StartedAt, StoppedAt, StatusReason string
+	Attempt      string `json:"attempt"`
+	StartedAt    string `json:"startedAt"`
+	StoppedAt    string `json:"stoppedAt"`
+	StatusReason string `json:"statusReason"`
 }
 
 func viewOf(d *batch.DescribeServiceJobOutput) jobView {

@@ -69,7 +69,7 @@ func readShares(cf *clientFlags, queue string) ([]shareView, error) {
 // printShares renders the shares table in 80 columns: a line per share and instance type.
 func printShares(w io.Writer, shares []shareView) {
 	const format = "%-10s %-15s %-14s %5s %6s %8s %8s %6s\n"
-	fmt.Fprintf(w, format, "SHARE", "STRATEGY", "TYPE", "LIMIT", "IN USE", "BORROWED", "LENDABLE", "QUEUED")
+	fmt.Fprintf(w, format, "SHARE", "STRATEGY", "TYPE", "LIMIT", "IN USE", "BORROWED", "UNUSED", "QUEUED")
 	borrowed := map[string]int{}
 	for _, s := range shares {
 		name, strategy, queued := cut(s.QuotaShareName, 10), s.Strategy, fmt.Sprint(s.Waiting)
@@ -77,7 +77,8 @@ func printShares(w io.Writer, shares []shareView) {
 			strategy += "*"
 		}
 		for _, t := range s.Types {
-			fmt.Fprintf(w, format, name, strategy, cut(t.CapacityUnit, 14), fmt.Sprint(t.Limit), fmt.Sprint(t.InUse), fmt.Sprint(t.Borrowed), fmt.Sprint(t.Idle), queued)
+			unused := max(0, t.Limit-t.InUse)
+			fmt.Fprintf(w, format, name, strategy, cut(t.CapacityUnit, 14), fmt.Sprint(t.Limit), fmt.Sprint(t.InUse), fmt.Sprint(t.Borrowed), fmt.Sprint(unused), queued)
 			name, strategy, queued = "", "", ""
 			borrowed[t.CapacityUnit] += t.Borrowed
 		}
@@ -89,7 +90,7 @@ func printShares(w io.Writer, shares []shareView) {
 		}
 	}
 	if len(parts) > 0 {
-		fmt.Fprintf(w, "borrowed in all, drawn from the lending shares' idle capacity: %s\n", strings.Join(parts, ", "))
+		fmt.Fprintf(w, "borrowed in all, from the unused capacity of the lending shares: %s\n", strings.Join(parts, ", "))
 	}
 	for _, s := range shares {
 		if s.State == "DISABLED" {
@@ -102,9 +103,10 @@ func printShares(w io.Writer, shares []shareView) {
 const sharesUsage = `usage: quotashare shares --queue QUEUE [flags]
 
 Shows each quota share of a queue, per instance type: its limit, what its jobs hold (IN
-USE, attempts still stopping included), how much of that is borrowed, how much of its own
-allocation is idle and LENDABLE (none for RESERVE), and how many of its jobs wait. Borrowing draws on the
-lending shares' idle capacity as a pool, so what is lent is shown in all, not per lender.
+USE, attempts still stopping included), how much of that is BORROWED, how much of its own
+allocation its jobs leave UNUSED (lent to borrowers by LEND and LEND_AND_BORROW shares, kept
+idle by RESERVE ones), and how many of its jobs wait (QUEUED). Borrowing draws on the
+lending shares' unused capacity as a pool, so what is lent is shown in all, not per lender.
 
 Example:
   quotashare shares --queue three-projects
