@@ -318,6 +318,9 @@ func applyCmd(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(reorder(fs, args)); err != nil {
 		return err
 	}
+	if err := cf.check(); err != nil {
+		return err
+	}
 	if *file == "" || fs.NArg() != 0 {
 		fs.Usage()
 		return errors.New("apply takes -f SETUP.yaml and no arguments")
@@ -340,21 +343,28 @@ func applyCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cf.apiError(err)
 	}
-	if len(changes) == 0 {
-		fmt.Fprintln(stdout, "no changes: the server matches "+*file)
-		return nil
-	}
+	done := []string{}
 	for _, ch := range changes {
-		if *dry {
-			fmt.Fprintln(stdout, "would "+ch.text)
-			continue
+		if !*dry {
+			if err := ch.do(ctx, c); err != nil {
+				return fmt.Errorf("%s: %w", ch.text, cf.apiError(err))
+			}
 		}
-		if err := ch.do(ctx, c); err != nil {
-			return fmt.Errorf("%s: %w", ch.text, cf.apiError(err))
+		done = append(done, ch.text)
+		if cf.output == "table" {
+			if *dry {
+				fmt.Fprintln(stdout, "would "+ch.text)
+			} else {
+				fmt.Fprintln(stdout, ch.text)
+			}
 		}
-		fmt.Fprintln(stdout, ch.text)
 	}
-	if *dry {
+	switch {
+	case cf.output == "json":
+		return printJSON(stdout, map[string]any{"dryRun": *dry, "changes": done})
+	case len(changes) == 0:
+		fmt.Fprintln(stdout, "no changes: the server matches "+*file)
+	case *dry:
 		fmt.Fprintln(stdout, "dry run: nothing was changed")
 	}
 	return nil
@@ -362,7 +372,8 @@ func applyCmd(args []string, stdout, stderr io.Writer) error {
 
 const exportUsage = `usage: quotashare export --queue QUEUE
 
-Writes a queue's setup (environment, queue, policy, shares) as a file apply reads.
+Writes a queue's setup (environment, queue, policy, shares) as a file apply reads (with
+--output json, the same as JSON).
 
 Example:
   quotashare export --queue three-projects > setup.yaml
@@ -413,6 +424,9 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 			}
 			s.Shares = append(s.Shares, spec)
 		}
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, s)
 	}
 	_, err = io.WriteString(stdout, s.render())
 	return err

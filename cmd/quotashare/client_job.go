@@ -110,7 +110,7 @@ func describeCmd(args []string, stdout, stderr io.Writer) error {
 	if cf.output == "json" {
 		return printJSON(stdout, v)
 	}
-	line := func(k, val string) { fmt.Fprintf(stdout, "%-10s %s\n", k, val) }
+	line := func(k, val string) { fmt.Fprint(stdout, wrap(fmt.Sprintf("%-10s ", k), val, 80, 11)) }
 	line("job", v.Name+" ("+v.ID+")")
 	line("share", v.Share)
 	line("state", v.Status)
@@ -198,9 +198,34 @@ func explainCmd(args []string, stdout, stderr io.Writer) error {
 		return printJSON(stdout, map[string]any{"jobId": v.ID, "status": v.Status, "explanation": out})
 	}
 	for _, s := range out {
-		fmt.Fprintln(stdout, s)
+		fmt.Fprint(stdout, wrap("", s, 80, 2))
 	}
 	return nil
+}
+
+// wrap writes prefix and then text broken into lines of at most width columns at spaces,
+// indenting the lines after the first; each line ends in a newline. A word longer than a
+// line stays whole.
+func wrap(prefix, text string, width, indent int) string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	col := len([]rune(prefix))
+	for i, word := range strings.Fields(text) {
+		n := len([]rune(word))
+		switch {
+		case i == 0:
+		case col+1+n > width:
+			b.WriteString("\n" + strings.Repeat(" ", indent))
+			col = indent
+		default:
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(word)
+		col += n
+	}
+	b.WriteByte('\n')
+	return b.String()
 }
 
 const priorityUsage = `usage: quotashare priority [flags] JOB PRIORITY

@@ -90,6 +90,8 @@ func TestGolden(t *testing.T) {
 		{"explain-borrowing", []string{"explain", ids["train-b"]}},
 		{"explain-borrowing.json", []string{"explain", ids["train-b"], "--output", "json"}},
 		{"export", []string{"export", "--queue", "three-projects"}},
+		{"export.json", []string{"export", "--queue", "three-projects", "--output", "json"}},
+		{"apply-dry-run.json", []string{"apply", "-f", "../../examples/three-projects.yaml", "--dry-run", "--output", "json"}},
 		{"priority", []string{"priority", ids["train-c"], "4"}},
 		{"priority.json", []string{"priority", ids["train-c"], "4", "--output", "json"}},
 		{"terminate", []string{"terminate", ids["eval-1"], "--reason", "done with it"}},
@@ -97,6 +99,11 @@ func TestGolden(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got := normalize(qs(tc.args...), tc.name == "jobs" || tc.name == "jobs-share-state")
+		for _, l := range strings.Split(got, "\n") {
+			if n := len([]rune(l)); n > 80 && !strings.HasSuffix(tc.name, ".json") {
+				t.Errorf("quotashare %s: a line of %d columns: %q", strings.Join(tc.args, " "), n, l)
+			}
+		}
 		path := filepath.Join("testdata", "golden", tc.name+".txt")
 		if *update {
 			os.MkdirAll(filepath.Dir(path), 0o755)

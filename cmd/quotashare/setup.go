@@ -16,23 +16,23 @@ import (
 // scheduling policy, and the queue's quota shares.
 type setup struct {
 	Environment struct {
-		Name     string
-		Capacity map[string]int
-	}
+		Name     string         `json:"name"`
+		Capacity map[string]int `json:"capacity"`
+	} `json:"environment"`
 	Queue struct {
-		Name     string
-		Priority int
-		Policy   string
-	}
-	Shares []shareSpec
+		Name     string `json:"name"`
+		Priority int    `json:"priority"`
+		Policy   string `json:"policy"`
+	} `json:"queue"`
+	Shares []shareSpec `json:"shares"`
 }
 
 type shareSpec struct {
-	Name              string
-	Limits            map[string]int
-	Strategy          string
-	BorrowLimit       *int
-	InSharePreemption bool
+	Name              string         `json:"name"`
+	Limits            map[string]int `json:"limits"`
+	Strategy          string         `json:"strategy"`
+	BorrowLimit       *int           `json:"borrowLimit,omitempty"`
+	InSharePreemption bool           `json:"inSharePreemption"`
 }
 
 // setupError is a bad setup file: the line and the rule.
