@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,20 +19,7 @@ func TestApply(t *testing.T) {
 	}
 	dir := t.TempDir()
 	s := startServer(t, filepath.Join(dir, "data"), "--quiet")
-	bin, _ := buildBinary()
-	qs := func(args ...string) (string, error) {
-		t.Helper()
-		out, err := exec.Command(bin, append([]string{args[0], "--endpoint", s.url}, args[1:]...)...).CombinedOutput()
-		return string(out), err
-	}
-	mustRun := func(args ...string) string {
-		t.Helper()
-		out, err := qs(args...)
-		if err != nil {
-			t.Fatalf("quotashare %v: %v\n%s", args, err, out)
-		}
-		return out
-	}
+	qs, mustRun := cli(t, s.url)
 	example := "../../examples/three-projects.yaml"
 	want := `create scheduling policy three-projects-policy (quotaSharePolicy FIFO)
 create service environment three-projects-env: ml.g5.xlarge 3

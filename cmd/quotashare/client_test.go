@@ -20,19 +20,7 @@ func TestClientCommands(t *testing.T) {
 	s := startServer(t, filepath.Join(dir, "data"), "--quiet", "--preemption-grace", "2s")
 	setupQueue(t, sdk(s.url), 1, "a")
 	bin, _ := buildBinary()
-	qs := func(args ...string) (string, error) {
-		t.Helper()
-		out, err := exec.Command(bin, append([]string{args[0], "--endpoint", s.url}, args[1:]...)...).CombinedOutput()
-		return string(out), err
-	}
-	mustRun := func(args ...string) string {
-		t.Helper()
-		out, err := qs(args...)
-		if err != nil {
-			t.Fatalf("quotashare %v: %v\n%s", args, err, out)
-		}
-		return out
-	}
+	qs, mustRun := cli(t, s.url)
 	gate := filepath.Join(dir, "go")
 	out := mustRun("submit", "--queue", "q", "--share", "a", "--name", "first", "--priority", "3", "--", "sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.05; done")
 	if !strings.HasPrefix(out, "submitted first: ") {

@@ -256,3 +256,26 @@ func setupQueue(t *testing.T, c *batch.Client, capacity int32, shares ...string)
 			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: "ENABLED"}}))
 	}
 }
+
+// cli runs the binary's commands against the server at url, --endpoint right after the
+// command name (so it stays before a submit's "--"): run returns the output and error,
+// must fails the test on an error.
+func cli(t *testing.T, url string) (run func(args ...string) (string, error), must func(args ...string) string) {
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = func(args ...string) (string, error) {
+		out, err := exec.Command(bin, append([]string{args[0], "--endpoint", url}, args[1:]...)...).CombinedOutput()
+		return string(out), err
+	}
+	must = func(args ...string) string {
+		t.Helper()
+		out, err := run(args...)
+		if err != nil {
+			t.Fatalf("quotashare %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	return run, must
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -45,15 +44,7 @@ func TestGolden(t *testing.T) {
 	}
 	dir := t.TempDir()
 	s := startServer(t, filepath.Join(dir, "data"), "--quiet", "--preemption-grace", "2s")
-	bin, _ := buildBinary()
-	qs := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(bin, append([]string{args[0], "--endpoint", s.url}, args[1:]...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("quotashare %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
+	_, qs := cli(t, s.url)
 	qs("apply", "-f", "../../examples/three-projects.yaml")
 	gate := filepath.Join(dir, "go")
 	loop := "while [ ! -e " + gate + " ]; do sleep 0.05; done"
