@@ -1,6 +1,9 @@
 package quotashare
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // SchedulingPolicy is a job queue's scheduling policy. quotashare schedules quota-share
 // policies (idleResourceAssignmentStrategy FIFO); a fair-share policy is refused.
@@ -155,5 +158,5 @@ type Job struct {
 	TerminateReason string
 }
 
-// FailedAttempts counts the attempts that used up retryStrategy attempts.
-func (j *Job) FailedAttempts() int { return len(j.Attempts) }
+// AttemptID names a job's n-th attempt (from 1): its training job name, and its folder.
+func AttemptID(jobID string, n int) string { return fmt.Sprintf("%s-%d", jobID, n) }

@@ -528,7 +528,7 @@ func (e *Engine) pass(qs *queueState, now time.Time) {
 // start records a decision to start a job and queues the executor's Start.
 func (e *Engine) start(j *quotashare.Job, st sched.Start, now time.Time) {
 	j.Seq++
-	a := &quotashare.Attempt{ID: fmt.Sprintf("%s-%d", j.ID, j.Seq), ScheduledAt: now, Borrowed: st.Borrowed}
+	a := &quotashare.Attempt{ID: quotashare.AttemptID(j.ID, j.Seq), ScheduledAt: now, Borrowed: st.Borrowed}
 	j.Current = a
 	qs := e.queues[j.QueueARN]
 	qs.active[j] = qs.position(j)

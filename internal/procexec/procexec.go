@@ -724,20 +724,3 @@ func (x *Executor) Close() error {
 func (x *Executor) LogPath(attemptID, host, stream string) string {
 	return filepath.Join(x.cfg.Dir, attemptID, host, stream+".log")
 }
-
-// Hosts lists the instance folders of an attempt (algo-1, algo-2, ...).
-func (x *Executor) Hosts(attemptID string) []string {
-	b, err := os.ReadFile(filepath.Join(x.cfg.Dir, attemptID, "state.json"))
-	if err != nil {
-		return nil
-	}
-	var st runState
-	if json.Unmarshal(b, &st) != nil {
-		return nil
-	}
-	var hosts []string
-	for _, is := range st.Instances {
-		hosts = append(hosts, is.Host)
-	}
-	return hosts
-}

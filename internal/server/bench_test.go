@@ -84,9 +84,8 @@ func BenchmarkSubmit(b *testing.B) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "submits/s")
 }
 
-// BenchmarkDescribe: DescribeServiceJob through the SDK, 64 clients at once, over 10,000
-// jobs of a queue where one runs and the rest wait.
-func BenchmarkDescribe(b *testing.B) {
+// describeWorld is a server whose queue holds 10,000 jobs, one running, the rest waiting.
+func describeWorld(b *testing.B) (*Server, *batch.Client, []string) {
 	s, c := benchServer(b, 1, func(r func(quotashare.Report)) quotashare.Executor { return holdExecutor{instantExecutor{r}} })
 	var ids []string
 	for i := range 10000 {
@@ -96,6 +95,13 @@ func BenchmarkDescribe(b *testing.B) {
 		}
 		ids = append(ids, j.ID)
 	}
+	return s, c, ids
+}
+
+// BenchmarkDescribe: DescribeServiceJob through the SDK, 64 clients at once, over 10,000
+// jobs of a queue where one runs and the rest wait.
+func BenchmarkDescribe(b *testing.B) {
+	_, c, ids := describeWorld(b)
 	var n atomic.Int64
 	b.SetParallelism(32)
 	b.ResetTimer()
@@ -115,15 +121,7 @@ func BenchmarkDescribe(b *testing.B) {
 // client (the SDK's body, unsigned), to show what the server answers when the client
 // costs little: on two cores the SDK's own work takes most of the CPU.
 func BenchmarkDescribeRaw(b *testing.B) {
-	s, _ := benchServer(b, 1, func(r func(quotashare.Report)) quotashare.Executor { return holdExecutor{instantExecutor{r}} })
-	var ids []string
-	for i := range 10000 {
-		j, err := s.Engine().Submit(jobInput(int64(i)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		ids = append(ids, j.ID)
-	}
+	s, _, ids := describeWorld(b)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	var n atomic.Int64
 	b.SetParallelism(32)

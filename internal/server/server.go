@@ -192,7 +192,7 @@ func attemptIDs(j quotashare.Job) []string {
 	n := j.Seq
 	ids := make([]string, 0, n)
 	for i := 1; i <= n; i++ {
-		ids = append(ids, fmt.Sprintf("%s-%d", j.ID, i))
+		ids = append(ids, quotashare.AttemptID(j.ID, i))
 	}
 	return ids
 }
