@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -188,12 +189,7 @@ func (x *Executor) launch(r *run) error {
 	if err != nil {
 		return x.failLaunch(r, err)
 	}
-	var types []string
-	for _, d := range r.spec.Need {
-		for range d.Count {
-			types = append(types, d.InstanceType)
-		}
-	}
+	hosts, types := trainingjob.Instances(r.spec.Need)
 	// GPUs first: an attempt that cannot have its GPUs does not start at all.
 	need := 0
 	for _, t := range types {
@@ -215,10 +211,6 @@ func (x *Executor) launch(r *run) error {
 	}
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return x.failLaunch(r, err)
-	}
-	hosts := make([]string, len(types))
-	for i := range types {
-		hosts[i] = fmt.Sprintf("algo-%d", i+1)
 	}
 	r.state = runState{Launching: true}
 	for i, t := range types {
@@ -273,18 +265,6 @@ func (x *Executor) launch(r *run) error {
 	return nil
 }
 
-// limit is the attempt's run-time limit, the smaller of timeoutConfig and the payload's
-// StoppingCondition.MaxRuntimeInSeconds, and which of them it is.
-func limit(spec quotashare.AttemptSpec) (time.Duration, string) {
-	d, what := spec.Timeout, "timeoutConfig.attemptDurationSeconds"
-	if req, err := trainingjob.Parse(spec.Payload); err == nil {
-		if m := time.Duration(req.StoppingCondition.MaxRuntimeInSeconds) * time.Second; m > 0 && (d <= 0 || m < d) {
-			d, what = m, "StoppingCondition.MaxRuntimeInSeconds"
-		}
-	}
-	return d, what
-}
-
 func (x *Executor) failLaunch(r *run, err error) error {
 	delete(x.runs, r.spec.AttemptID)
 	x.release(r)
@@ -330,33 +310,8 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 			env[k] = v
 		}
 	}
-	for k, v := range req.Environment {
-		env[k] = v
-	}
-	hostsJSON, _ := json.Marshal(hosts)
-	hps := req.HyperParameters
-	if hps == nil {
-		hps = map[string]string{}
-	}
-	hpsJSON, _ := json.Marshal(hps)
-	env["SM_CURRENT_HOST"] = is.Host
-	env["SM_HOSTS"] = string(hostsJSON)
-	env["SM_HPS"] = string(hpsJSON)
-	for k, v := range hps {
-		env["SM_HP_"+strings.ToUpper(envName(k))] = v
-	}
-	env["SM_MODEL_DIR"] = filepath.Join(idir, "model")
-	env["SM_OUTPUT_DATA_DIR"] = filepath.Join(idir, "output", "data")
-	env["SM_CURRENT_INSTANCE_TYPE"] = is.Type
-	var channels []string
-	for _, c := range req.InputDataConfig {
-		if p := c.LocalPath(); p != "" {
-			env["SM_CHANNEL_"+strings.ToUpper(envName(c.ChannelName))] = p
-			channels = append(channels, c.ChannelName)
-		}
-	}
-	chJSON, _ := json.Marshal(append([]string{}, channels...))
-	env["SM_CHANNELS"] = string(chJSON)
+	maps.Copy(env, req.Env(is.Host, hosts, is.Type, trainingjob.Paths{
+		Model: filepath.Join(idir, "model"), OutputData: filepath.Join(idir, "output", "data"), Channel: trainingjob.Channel.LocalPath}))
 	env["SM_NUM_GPUS"] = strconv.Itoa(len(is.GPUs))
 	if len(x.cfg.GPUs) > 0 {
 		env["CUDA_VISIBLE_DEVICES"] = strings.Join(is.GPUs, ",")
@@ -369,30 +324,10 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 	env["QUOTASHARE_ATTEMPT_ID"] = r.spec.AttemptID
 	env["QUOTASHARE_EXIT_FILE"] = filepath.Join(idir, "exitcode")
 	out := make([]string, 0, len(env))
-	for _, k := range slices.Sorted(mapsKeys(env)) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		out = append(out, k+"="+env[k])
 	}
 	return out
-}
-
-func mapsKeys(m map[string]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
-// envName turns a channel or hyperparameter name into an environment variable's part.
-func envName(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
-			return r
-		}
-		return '_'
-	}, s)
 }
 
 func (x *Executor) save(r *run) error {
@@ -421,7 +356,7 @@ func (x *Executor) save(r *run) error {
 
 // arm starts the attempt's timeout. Call with x.mu held.
 func (x *Executor) arm(r *run) {
-	d, _ := limit(r.spec)
+	d, _ := trainingjob.Limit(r.spec)
 	if d <= 0 {
 		return
 	}
@@ -532,7 +467,7 @@ func (x *Executor) result(r *run) quotashare.Report {
 	case r.launchErr != nil:
 		rep.Reason = "CannotStart: " + r.launchErr.Error()
 	case r.timedOut:
-		d, what := limit(r.spec)
+		d, what := trainingjob.Limit(r.spec)
 		rep.Reason = fmt.Sprintf("Timeout: the attempt ran longer than its limit of %s (%s) and was stopped", d, what)
 		if len(failed) > 0 {
 			rep.Reason += "; " + strings.Join(failed, "; ")

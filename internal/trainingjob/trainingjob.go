@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/quotashare/quotashare"
 )
@@ -122,4 +123,80 @@ func (r *Request) Need() ([]quotashare.Demand, error) {
 	}
 	slices.SortFunc(need, func(a, b quotashare.Demand) int { return strings.Compare(a.InstanceType, b.InstanceType) })
 	return need, nil
+}
+
+// Instances expands an attempt's capacity into one entry per instance, in the order the
+// executors number them: host algo-1, algo-2, ... and the instance type of each.
+func Instances(need []quotashare.Demand) (hosts, types []string) {
+	for _, d := range need {
+		for range d.Count {
+			types = append(types, d.InstanceType)
+			hosts = append(hosts, fmt.Sprintf("algo-%d", len(types)))
+		}
+	}
+	return hosts, types
+}
+
+// Limit is an attempt's run-time limit, the smaller of timeoutConfig and the payload's
+// StoppingCondition.MaxRuntimeInSeconds, and which of them it is; zero means none.
+func Limit(spec quotashare.AttemptSpec) (time.Duration, string) {
+	d, what := spec.Timeout, "timeoutConfig.attemptDurationSeconds"
+	if req, err := Parse(spec.Payload); err == nil {
+		if m := time.Duration(req.StoppingCondition.MaxRuntimeInSeconds) * time.Second; m > 0 && (d <= 0 || m < d) {
+			d, what = m, "StoppingCondition.MaxRuntimeInSeconds"
+		}
+	}
+	return d, what
+}
+
+// Paths says where an instance finds its folders, for Env.
+type Paths struct {
+	Model, OutputData string
+	// Channel is where a channel's data is, or "" when the executor does not provide it.
+	Channel func(Channel) string
+}
+
+// Env is the environment SageMaker gives a training container: the request's
+// Environment, then SM_CURRENT_HOST, SM_HOSTS, SM_HPS and SM_HP_<NAME>, SM_MODEL_DIR,
+// SM_OUTPUT_DATA_DIR, SM_CURRENT_INSTANCE_TYPE, SM_CHANNELS and SM_CHANNEL_<NAME>.
+func (r *Request) Env(host string, hosts []string, instanceType string, p Paths) map[string]string {
+	env := map[string]string{}
+	for k, v := range r.Environment {
+		env[k] = v
+	}
+	hostsJSON, _ := json.Marshal(hosts)
+	hps := r.HyperParameters
+	if hps == nil {
+		hps = map[string]string{}
+	}
+	hpsJSON, _ := json.Marshal(hps)
+	env["SM_CURRENT_HOST"] = host
+	env["SM_HOSTS"] = string(hostsJSON)
+	env["SM_HPS"] = string(hpsJSON)
+	for k, v := range hps {
+		env["SM_HP_"+strings.ToUpper(EnvName(k))] = v
+	}
+	env["SM_MODEL_DIR"] = p.Model
+	env["SM_OUTPUT_DATA_DIR"] = p.OutputData
+	env["SM_CURRENT_INSTANCE_TYPE"] = instanceType
+	channels := []string{}
+	for _, c := range r.InputDataConfig {
+		if path := p.Channel(c); path != "" {
+			env["SM_CHANNEL_"+strings.ToUpper(EnvName(c.ChannelName))] = path
+			channels = append(channels, c.ChannelName)
+		}
+	}
+	chJSON, _ := json.Marshal(channels)
+	env["SM_CHANNELS"] = string(chJSON)
+	return env
+}
+
+// EnvName turns a channel or hyperparameter name into an environment variable's part.
+func EnvName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
 }
