@@ -26,6 +26,10 @@ const (
 	AttemptRunning ReportState = iota + 1
 	// AttemptExited: every process of the attempt is gone.
 	AttemptExited
+	// AttemptStarting: the attempt is launched but not every process runs yet (a Pod
+	// waits for a node or pulls its image); Reason says what it waits for. A later
+	// Starting report with another reason replaces it.
+	AttemptStarting
 )
 
 // Report is an executor's word about an attempt.

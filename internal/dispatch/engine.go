@@ -595,6 +595,15 @@ func (e *Engine) apply(r quotashare.Report, now time.Time) {
 		at = now
 	}
 	switch r.State {
+	case quotashare.AttemptStarting:
+		if j.Status == quotashare.Scheduled || j.Status == quotashare.Starting {
+			j.Status = quotashare.Starting
+			if a.Stop == "" {
+				j.StatusReason = "STARTING - attempt " + a.ID + " in share " + j.Share + borrowText(a.Borrowed) + ": " + r.Reason
+			}
+			e.touchJob(j)
+		}
+		return
 	case quotashare.AttemptRunning:
 		if j.Status == quotashare.Scheduled || j.Status == quotashare.Starting {
 			j.Status = quotashare.Running

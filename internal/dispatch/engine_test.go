@@ -199,3 +199,48 @@ func TestListActive(t *testing.T) {
 		t.Errorf("RUNNABLE: %d jobs", len(js))
 	}
 }
+
+// oneShare creates queue q with share a of one ml.g5.xlarge in environment e.
+func oneShare(t *testing.T, e *Engine) {
+	t.Helper()
+	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
+	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+	prio := 1
+	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN, EnvOrder: []EnvOrder{{1, "e"}}}))
+	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+}
+
+// TestStartingReports: an executor's Starting reports move a SCHEDULED job to STARTING
+// with the executor's reason, a later one replaces the reason, and Running ends it.
+func TestStartingReports(t *testing.T) {
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	e := open(t, t.TempDir(), c)
+	oneShare(t, e)
+	pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
+	j := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+	wait := func(want quotashare.JobStatus, reason string) {
+		t.Helper()
+		var got quotashare.Job
+		for range 400 {
+			if got, _ = e.Job(j.ID); got.Status == want && strings.Contains(got.StatusReason, reason) {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("job is %s %q, want %s with %q", got.Status, got.StatusReason, want, reason)
+	}
+	wait(quotashare.Scheduled, "")
+	id := quotashare.AttemptID(j.ID, 1)
+	e.Report(quotashare.Report{JobID: j.ID, AttemptID: id, State: quotashare.AttemptStarting, Reason: "waiting for a node: 0/1 nodes are available"})
+	wait(quotashare.Starting, "STARTING - attempt "+id+" in share a: waiting for a node: 0/1 nodes are available")
+	e.Report(quotashare.Report{JobID: j.ID, AttemptID: id, State: quotashare.AttemptStarting, Reason: "pulling image"})
+	wait(quotashare.Starting, ": pulling image")
+	e.Report(quotashare.Report{JobID: j.ID, AttemptID: id, State: quotashare.AttemptRunning})
+	wait(quotashare.Running, "RUNNING - attempt "+id)
+	// A late Starting report does not move a RUNNING job back.
+	e.Report(quotashare.Report{JobID: j.ID, AttemptID: id, State: quotashare.AttemptStarting, Reason: "late"})
+	time.Sleep(30 * time.Millisecond)
+	wait(quotashare.Running, "RUNNING - attempt "+id)
+}
