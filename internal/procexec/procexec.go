@@ -33,19 +33,6 @@ import (
 	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
-// GPUsPerInstance is the built-in table of instance types to GPU counts; Config.GPUTable
-// extends or overrides it. Types not listed have no GPUs.
-var GPUsPerInstance = map[string]int{
-	"ml.g4dn.xlarge": 1, "ml.g4dn.2xlarge": 1, "ml.g4dn.4xlarge": 1, "ml.g4dn.8xlarge": 1, "ml.g4dn.12xlarge": 4, "ml.g4dn.16xlarge": 1,
-	"ml.g5.xlarge": 1, "ml.g5.2xlarge": 1, "ml.g5.4xlarge": 1, "ml.g5.8xlarge": 1, "ml.g5.12xlarge": 4, "ml.g5.16xlarge": 1,
-	"ml.g5.24xlarge": 4, "ml.g5.48xlarge": 8,
-	"ml.g6.xlarge": 1, "ml.g6.2xlarge": 1, "ml.g6.4xlarge": 1, "ml.g6.8xlarge": 1, "ml.g6.12xlarge": 4, "ml.g6.16xlarge": 1,
-	"ml.g6.24xlarge": 4, "ml.g6.48xlarge": 8,
-	"ml.g6e.xlarge": 1, "ml.g6e.12xlarge": 4, "ml.g6e.48xlarge": 8,
-	"ml.p3.2xlarge": 1, "ml.p3.8xlarge": 4, "ml.p3.16xlarge": 8, "ml.p3dn.24xlarge": 8,
-	"ml.p4d.24xlarge": 8, "ml.p4de.24xlarge": 8, "ml.p5.48xlarge": 8, "ml.p5e.48xlarge": 8, "ml.p5en.48xlarge": 8,
-}
-
 // Config configures an Executor.
 type Config struct {
 	// Dir holds a folder per attempt, with a folder per instance (logs, model, output).
@@ -54,7 +41,7 @@ type Config struct {
 	Grace time.Duration
 	// GPUs are this host's GPU ids to hand out; empty means capacity is logical.
 	GPUs []string
-	// GPUTable extends GPUsPerInstance.
+	// GPUTable extends or overrides trainingjob.InstanceTypes' GPU counts.
 	GPUTable map[string]int
 	// Report receives the attempts' reports.
 	Report func(quotashare.Report)
@@ -126,7 +113,7 @@ func (x *Executor) GPUsFor(instanceType string) int {
 	if n, ok := x.cfg.GPUTable[instanceType]; ok {
 		return n
 	}
-	return GPUsPerInstance[instanceType]
+	return trainingjob.InstanceTypes[instanceType].GPUs
 }
 
 // Check says whether this executor can run the payload.
