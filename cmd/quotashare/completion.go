@@ -10,7 +10,7 @@ import (
 // completionFlags lists each command's flags for shell completion; TestCompletion checks
 // it against every command's --help.
 var completionFlags = map[string][]string{
-	"serve":      {"--addr", "--data", "--region", "--account-id", "--preemption-grace", "--gpus", "--gpu-table", "--example", "--quiet", "--credentials"},
+	"serve":      {"--addr", "--data", "--region", "--account-id", "--preemption-grace", "--gpus", "--gpu-table", "--example", "--quiet", "--credentials", "--executor", "--kubeconfig", "--namespace", "--kube-options"},
 	"demo":       {"--endpoint"},
 	"apply":      {"-f", "--dry-run", "--endpoint", "--output"},
 	"export":     {"--queue", "--endpoint", "--output"},
@@ -28,7 +28,7 @@ var completionFlags = map[string][]string{
 }
 
 // fileFlags take a file name.
-var fileFlags = []string{"-f", "--file", "--credentials", "--gpu-table", "--data"}
+var fileFlags = []string{"-f", "--file", "--credentials", "--gpu-table", "--data", "--kubeconfig", "--kube-options"}
 
 const completionUsage = `usage: quotashare completion bash|zsh
 
@@ -60,6 +60,7 @@ func completionCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(&b, "\tif [ \"$COMP_CWORD\" -eq 1 ]; then\n\t\tCOMPREPLY=( $(compgen -W %q -- \"$cur\") )\n\t\treturn\n\tfi\n", strings.Join(cmds, " "))
 	fmt.Fprintf(&b, "\tcase \"$prev\" in\n\t\t%s) COMPREPLY=( $(compgen -f -- \"$cur\") ); return ;;\n", strings.Join(fileFlags, "|"))
 	b.WriteString("\t\t--output) COMPREPLY=( $(compgen -W \"table json\" -- \"$cur\") ); return ;;\n")
+	b.WriteString("\t\t--executor) COMPREPLY=( $(compgen -W \"local kubernetes\" -- \"$cur\") ); return ;;\n")
 	b.WriteString("\t\t--state) COMPREPLY=( $(compgen -W \"RUNNABLE SCHEDULED STARTING RUNNING SUCCEEDED FAILED\" -- \"$cur\") ); return ;;\n")
 	b.WriteString("\tesac\n\tcase \"${COMP_WORDS[1]}\" in\n")
 	for _, c := range cmds {

@@ -9,10 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/kubeexec"
 	"github.com/quotashare/quotashare/internal/server"
 )
 
@@ -20,11 +23,13 @@ const serveUsage = `usage: quotashare serve [flags]
 
 Runs the quotashare server: the AWS Batch API (quota-management subset for SageMaker
 Training service jobs) on --addr, its state in an embedded SQLite database in --data, and
-the jobs as processes on this host. Point any AWS SDK at the printed URL.
+the jobs as processes on this host (or, with --executor kubernetes, as Pods on a cluster).
+Point any AWS SDK at the printed URL.
 
 Example:
   quotashare serve --example            # with AWS's three-project example, played out
   quotashare serve --addr 127.0.0.1:8080 --data ./quotashare-data --gpus 0,1,2,3
+  quotashare serve --executor kubernetes --kubeconfig ~/.kube/config --namespace training
 `
 
 func serve(args []string, stdout, stderr io.Writer) error {
@@ -41,6 +46,10 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	example := fs.Bool("example", false, "create AWS's three-project example (queue three-projects) and play it out")
 	quiet := fs.Bool("quiet", false, "do not log scheduling decisions")
 	creds := fs.String("credentials", "", `file of "ACCESS_KEY_ID SECRET_ACCESS_KEY" lines: requests must then be signed (SigV4) with one of them`)
+	executor := fs.String("executor", "local", "where attempts run: local (processes on this host) or kubernetes (Pods)")
+	kubeconfig := fs.String("kubeconfig", "", "kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster configuration of a Pod)")
+	namespace := fs.String("namespace", "", "kubernetes: namespace of the Pods (default: the options file's, else default)")
+	kubeOptions := fs.String("kube-options", "", "kubernetes: YAML options file (node label, instance types, tolerations, timeouts)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,6 +73,22 @@ func serve(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--gpu-table %s: must be a JSON object of instance type to GPU count: %v", *gpuTable, err)
 		}
 	}
+	kube := *executor == "kubernetes"
+	switch {
+	case *executor != "local" && !kube:
+		return fmt.Errorf("--executor: %q must be local or kubernetes", *executor)
+	case !kube && (*kubeconfig != "" || *namespace != "" || *kubeOptions != ""):
+		return fmt.Errorf("--kubeconfig, --namespace and --kube-options need --executor kubernetes")
+	case kube:
+		kc, err := kubeConfig(*kubeconfig, *namespace, *kubeOptions, *grace, *data)
+		if err != nil {
+			return err
+		}
+		cfg.NewExecutor = func(report func(quotashare.Report)) (quotashare.Executor, error) {
+			kc.Report = report
+			return kubeexec.New(kc)
+		}
+	}
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(stdout, time.Now().Format("15:04:05 ")+format+"\n", a...)
 	}
@@ -78,7 +103,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if *creds == "" {
 		fmt.Fprintln(stdout, "requests are not authenticated (give --credentials to require AWS SigV4 signatures)")
 	}
-	if len(cfg.GPUs) == 0 {
+	if kube {
+		fmt.Fprintln(stdout, "attempts run as Pods on the Kubernetes cluster")
+	} else if len(cfg.GPUs) == 0 {
 		fmt.Fprintln(stdout, "no GPUs on this host (or none given with --gpus): capacity is logical, jobs run without GPUs")
 	} else {
 		fmt.Fprintf(stdout, "GPUs handed out to instances: %s\n", strings.Join(cfg.GPUs, ","))
@@ -98,6 +125,30 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	<-sig
 	fmt.Fprintln(stdout, "shutting down; running jobs keep running and are adopted at the next start")
 	return s.Close()
+}
+
+// kubeConfig builds the Kubernetes executor's configuration from serve's flags.
+func kubeConfig(kubeconfig, namespace, options string, grace time.Duration, data string) (kubeexec.Config, error) {
+	kc := kubeexec.Config{Grace: grace, LogDir: filepath.Join(data, "attempts")}
+	var o kubeexec.Options
+	if options != "" {
+		var err error
+		if o, err = kubeexec.LoadOptions(options); err != nil {
+			return kc, fmt.Errorf("--kube-options: %w", err)
+		}
+	}
+	if namespace != "" {
+		o.Namespace = namespace
+	}
+	if err := o.Apply(&kc); err != nil {
+		return kc, fmt.Errorf("--kube-options or --namespace: %w", err)
+	}
+	client, err := kubeexec.Connect(kubeconfig)
+	if err != nil {
+		return kc, err
+	}
+	kc.Client = client
+	return kc, nil
 }
 
 func splitList(s string) []string {

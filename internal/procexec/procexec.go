@@ -15,9 +15,11 @@ package procexec
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -642,7 +644,11 @@ func (x *Executor) Close() error {
 	return nil
 }
 
-// LogPath is the file holding one instance's stdout or stderr of an attempt.
-func (x *Executor) LogPath(attemptID, host, stream string) string {
-	return filepath.Join(x.cfg.Dir, attemptID, host, stream+".log")
+// OpenLog opens the file holding one instance's stdout or stderr of an attempt.
+func (x *Executor) OpenLog(_ context.Context, attemptID, host, stream string) (io.ReadCloser, error) {
+	f, err := os.Open(filepath.Join(x.cfg.Dir, attemptID, host, stream+".log"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errors.New("no such file")
+	}
+	return f, err
 }

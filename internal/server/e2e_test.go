@@ -41,6 +41,7 @@ func TestThreeProjects(t *testing.T) {
 	}
 
 	// The lender comes back: the borrower's lowest job is preempted, checkpoints, requeues.
+	waitStarted(t, filepath.Join(dir, "med.go"))
 	q2 := submit(t, c, q, "qs2_job_1", "qs2", 1, gate("q2"))
 	waitStatus(t, c, q2, types.ServiceJobStatusRunning)
 	d = waitStatus(t, c, med, types.ServiceJobStatusRunnable)

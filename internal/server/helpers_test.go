@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -125,7 +126,19 @@ func payload(script string, count int) string {
 
 // gated is a job script that runs until the file exists (and writes a checkpoint on SIGTERM).
 func gated(file string) string {
-	return fmt.Sprintf(`trap 'echo ckpt > "$SM_MODEL_DIR/checkpoint"; exit 143' TERM; i=0; while [ ! -e %q ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; echo finished`, file)
+	return fmt.Sprintf(`trap 'echo ckpt > "$SM_MODEL_DIR/checkpoint"; exit 143' TERM; : > %q; i=0; while [ ! -e %q ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; echo finished`, file+".started", file)
+}
+
+// waitStarted waits until a gated script has set its SIGTERM trap.
+func waitStarted(t *testing.T, file string) {
+	t.Helper()
+	for range 1000 {
+		if _, err := os.Stat(file + ".started"); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: the script never started", file)
 }
 
 func submit(t *testing.T, c *batch.Client, queue, name, shareName string, prio int32, script string) string {

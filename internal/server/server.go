@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,9 +37,15 @@ type Config struct {
 	// Credentials names a file of "ACCESS_KEY_ID SECRET" lines: with it, every API and
 	// logs request must carry a valid AWS Signature Version 4. Empty: no check.
 	Credentials string
-	// NewExecutor replaces the local executor (benchmarks use one that ends every attempt
-	// at once). It gets the engine's report callback.
+	// NewExecutor replaces the local executor: the Kubernetes executor, or in benchmarks
+	// one that ends every attempt at once. It gets the engine's report callback.
 	NewExecutor func(report func(quotashare.Report)) (quotashare.Executor, error)
+}
+
+// LogOpener is an executor that serves its attempts' output, for GET /logs.
+type LogOpener interface {
+	// OpenLog returns one instance's stdout or stderr of an attempt.
+	OpenLog(ctx context.Context, attemptID, host, stream string) (io.ReadCloser, error)
 }
 
 // Server is a running quotashare server.
@@ -48,7 +53,6 @@ type Server struct {
 	URL    string
 	engine *dispatch.Engine
 	exec   quotashare.Executor
-	local  *procexec.Executor
 	store  *sqlite.DB
 	http   *http.Server
 	ln     net.Listener
@@ -79,13 +83,11 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	var x quotashare.Executor
-	local, err := procexec.New(procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
-		GPUTable: cfg.GPUTable, Report: engine.Report})
-	if err == nil {
-		x = local
-		if cfg.NewExecutor != nil {
-			x, err = cfg.NewExecutor(engine.Report)
-		}
+	if cfg.NewExecutor != nil {
+		x, err = cfg.NewExecutor(engine.Report)
+	} else {
+		x, err = procexec.New(procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
+			GPUTable: cfg.GPUTable, Report: engine.Report})
 	}
 	if err != nil {
 		store.Close()
@@ -103,7 +105,7 @@ func Start(cfg Config) (*Server, error) {
 		store.Close()
 		return nil, err
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), engine: engine, exec: x, local: local, store: store, ln: ln, done: make(chan error, 1)}
+	s := &Server{URL: "http://" + ln.Addr().String(), engine: engine, exec: x, store: store, ln: ln, done: make(chan error, 1)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("GET /logs/{job}", batchapi.Require(verifier, http.HandlerFunc(s.logs)))
@@ -162,22 +164,36 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "stream must be stdout or stderr, host a name like algo-1", http.StatusBadRequest)
 		return
 	}
-	f, err := os.Open(s.local.LogPath(id, host, stream))
-	if err != nil {
-		http.Error(w, fmt.Sprintf("no %s for attempt %s on %s", stream, id, host), http.StatusNotFound)
-		return
-	}
-	defer f.Close()
+	var off int64
 	if o := r.URL.Query().Get("offset"); o != "" {
-		off, err := strconv.ParseInt(o, 10, 64)
+		off, err = strconv.ParseInt(o, 10, 64)
 		if err != nil || off < 0 {
 			http.Error(w, fmt.Sprintf("offset: %q must be a byte offset of 0 or more", o), http.StatusBadRequest)
 			return
 		}
-		if _, err := f.Seek(off, io.SeekStart); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+	}
+	lo, ok := s.exec.(LogOpener)
+	if !ok {
+		http.Error(w, "this server's executor keeps no logs", http.StatusNotFound)
+		return
+	}
+	f, err := lo.OpenLog(r.Context(), id, host, stream)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("no %s for attempt %s on %s: %v", stream, id, host, err), http.StatusNotFound)
+		return
+	}
+	defer f.Close()
+	if sk, ok := f.(io.Seeker); ok {
+		_, err = sk.Seek(off, io.SeekStart)
+	} else if off > 0 {
+		_, err = io.CopyN(io.Discard, f, off)
+		if errors.Is(err, io.EOF) {
+			err = nil
 		}
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
 	}
 	// Whether more may come: the attempt still holds capacity.
 	over := j.Current == nil || j.Current.ID != id
