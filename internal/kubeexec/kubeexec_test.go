@@ -13,10 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/kubeexec/kubetest"
+	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
 // The package's tests share one real control plane; each test has its own namespace and
@@ -389,5 +391,94 @@ func TestCheck(t *testing.T) {
 		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.HasPrefix(err.Error(), c.err)) {
 			t.Errorf("Check(%s) = %v, want %q", c.payload, err, c.err)
 		}
+	}
+}
+
+// TestRecover: a new executor adopts what the last one left: running Pods are adopted
+// (not created again) and can be stopped; an attempt that finished while no executor
+// watched is reported; one the server crashed while launching gets its missing Pods;
+// one being torn down for a failure, or stopped, goes on ending; a launched attempt whose
+// Pod was deleted meanwhile fails; objects of attempts the server does not know go.
+func TestRecover(t *testing.T) {
+	e := newEnv(t, gpuNode("a", "g5.xlarge", 8))
+	x := e.executor(t, nil)
+	g5 := func(job string, count int, run string) quotashare.AttemptSpec {
+		return spec(job, 1, payload("trainer:1", "ml.g5.xlarge", count, map[string]string{"KWOK_RUN": run}), count, "ml.g5.xlarge")
+	}
+	running, finishes, orphan, ending, stopping, lost := g5("running", 1, "1h"), g5("finishes", 1, "1s"), g5("orphan", 1, "1h"),
+		g5("ending", 1, "1h"), g5("stopping", 1, "1h"), g5("lost", 1, "1h")
+	for _, s := range []quotashare.AttemptSpec{running, finishes, orphan, ending, stopping, lost} {
+		if err := x.Start(s); err != nil {
+			t.Fatal(err)
+		}
+		e.rec.wait(t, s.AttemptID, quotashare.AttemptRunning, 30*time.Second)
+	}
+	uid := e.pods(t, running.AttemptID)[0].UID
+	x.Close()
+
+	// While no executor watches: one attempt finishes, one is marked as failing, a Pod
+	// of another is deleted, and the server crashed half-way through launching a fifth.
+	patch := `{"metadata":{"annotations":{"` + AnnotationEnding + `":"AlgorithmError: algo-1 exit code 1"}}}`
+	if _, err := e.c.Client.CoreV1().Services(e.ns).Patch(ctx, ServiceName(ending.AttemptID), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Client.CoreV1().Pods(e.ns).Delete(ctx, PodName(lost.AttemptID, "algo-1"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	half := g5("half", 2, "2s")
+	r := newRun(half)
+	svc, err := e.c.Client.CoreV1().Services(e.ns).Create(ctx, x.service(r), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := trainingjob.Parse(half.Payload)
+	p1, _ := x.pod(r, req, 0)
+	p1.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID}}
+	p1, err = e.c.Client.CoreV1().Pods(e.ns).Create(ctx, p1, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+
+	e.rec = &recorder{}
+	x2 := e.executor(t, nil)
+	now := time.Now()
+	started := func(s quotashare.AttemptSpec) quotashare.AttemptSpec { s.StartedAt = now; return s }
+	stopping.Stopping = true
+	if err := x2.Recover([]quotashare.AttemptSpec{started(running), started(finishes), started(ending), started(stopping), started(lost), half}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := e.rec.wait(t, finishes.AttemptID, quotashare.AttemptExited, 30*time.Second); !rep.Success {
+		t.Errorf("finished while down: %+v", rep)
+	}
+	if rep := e.rec.wait(t, ending.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || rep.Reason != "AlgorithmError: algo-1 exit code 1" {
+		t.Errorf("being torn down: %+v", rep)
+	}
+	if rep := e.rec.wait(t, stopping.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || !rep.Signalled {
+		t.Errorf("stopping: %+v", rep)
+	}
+	if rep := e.rec.wait(t, lost.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || !strings.HasPrefix(rep.Reason, "PodDeleted: algo-1's Pod") {
+		t.Errorf("Pod deleted while down: %+v", rep)
+	}
+	if rep := e.rec.wait(t, half.AttemptID, quotashare.AttemptExited, 30*time.Second); !rep.Success {
+		t.Errorf("half-launched: %+v", rep)
+	}
+	pods := e.pods(t, half.AttemptID)
+	if len(pods) != 2 || (pods[0].UID != p1.UID && pods[1].UID != p1.UID) {
+		t.Errorf("half-launched attempt: %d Pods, the first one kept: %v", len(pods), pods)
+	}
+	waitGone(t, e, orphan.AttemptID, 30*time.Second)
+	ps := e.pods(t, running.AttemptID)
+	if len(ps) != 1 || ps[0].UID != uid || e.rec.count(running.AttemptID, quotashare.AttemptExited) != 0 {
+		t.Fatalf("the running attempt was not adopted as it was: %v", ps)
+	}
+	if err := x2.Stop(running.AttemptID); err != nil {
+		t.Fatal(err)
+	}
+	if rep := e.rec.wait(t, running.AttemptID, quotashare.AttemptExited, 30*time.Second); !rep.Signalled {
+		t.Errorf("adopted then stopped: %+v", rep)
+	}
+	if n := e.rec.count(running.AttemptID, quotashare.AttemptRunning); n != 0 {
+		t.Errorf("the adopted attempt reported RUNNING %d times after the restart, want 0 (it was RUNNING before)", n)
 	}
 }
