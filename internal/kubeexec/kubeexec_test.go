@@ -21,24 +21,9 @@ import (
 	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
-// The package's tests share one real control plane; each test has its own namespace and
-// its own fake nodes (selected by a per-test node label value).
-var (
-	clusterOnce sync.Once
-	cluster     *kubetest.Cluster
-)
-
-func realCluster(t *testing.T) *kubetest.Cluster {
-	t.Helper()
-	clusterOnce.Do(func() { cluster = kubetest.Start(nil) })
-	return cluster
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if cluster != nil {
-		cluster.Stop()
-	}
+	kubetest.StopShared()
 	os.Exit(code)
 }
 
@@ -93,45 +78,17 @@ func (r *recorder) count(attempt string, state quotashare.ReportState) int {
 	return n
 }
 
-// env is one test's namespace and nodes.
+// env is one test's namespace (with its own fake nodes) on the shared cluster.
 type env struct {
-	c    *kubetest.Cluster
-	ns   string
-	pool string
-	rec  *recorder
+	c   *kubetest.Cluster
+	ns  string
+	rec *recorder
 }
 
-// newEnv makes a namespace and the fake nodes, labelled with this test's pool.
 func newEnv(t *testing.T, nodes ...kubetest.Node) *env {
 	t.Helper()
-	c := realCluster(t)
-	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "_", "-"))
-	ns = strings.ReplaceAll(ns, "/", "-")
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for _, n := range nodes {
-		n.Name = ns + "-" + n.Name
-		if n.Labels == nil {
-			n.Labels = map[string]string{}
-		}
-		n.Labels["quotashare.test/pool"] = ns
-		if err := c.AddNode(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			c.Client.CoreV1().Nodes().Delete(context.Background(), ns+"-"+n.Name, metav1.DeleteOptions{})
-		}
-	})
-	return &env{c: c, ns: ns, pool: ns, rec: &recorder{}}
+	c := kubetest.Shared(t)
+	return &env{c: c, ns: c.NewNamespace(t, nodes...), rec: &recorder{}}
 }
 
 var ctx = context.Background()
@@ -140,7 +97,7 @@ var ctx = context.Background()
 func (e *env) executor(t *testing.T, mod func(*Config)) *Executor {
 	t.Helper()
 	cfg := Config{Client: e.c.Client, Namespace: e.ns, Grace: 3 * time.Second, Report: e.rec.report, LogDir: t.TempDir(),
-		NodeSelector: map[string]string{"quotashare.test/pool": e.pool}, Tolerations: []corev1.Toleration{kubetest.Toleration}}
+		NodeSelector: map[string]string{kubetest.PoolLabel: e.ns}, Tolerations: []corev1.Toleration{kubetest.Toleration}}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -182,8 +139,7 @@ func (e *env) pods(t *testing.T, attempt string) []corev1.Pod {
 // and the instance type; they go STARTING, RUNNING, and end in success; the objects are
 // removed after the retention time.
 func TestPodsOfAnAttempt(t *testing.T) {
-	e := newEnv(t, kubetest.Node{Name: "a", GPUs: 4, Labels: map[string]string{"node.kubernetes.io/instance-type": "g5.12xlarge"}},
-		kubetest.Node{Name: "b", GPUs: 4, Labels: map[string]string{"node.kubernetes.io/instance-type": "g5.12xlarge"}})
+	e := newEnv(t, kubetest.GPUNode("a", "g5.12xlarge", 4), kubetest.GPUNode("b", "g5.12xlarge", 4))
 	x := e.executor(t, func(c *Config) { c.Retain = 2 * time.Second })
 	if err := x.Recover(nil); err != nil {
 		t.Fatal(err)
@@ -270,16 +226,11 @@ func waitGone(t *testing.T, e *env, attempt string, d time.Duration) {
 	}
 }
 
-// gpuNode is a fake node of one instance type.
-func gpuNode(name, typ string, gpus int) kubetest.Node {
-	return kubetest.Node{Name: name, GPUs: gpus, Labels: map[string]string{"node.kubernetes.io/instance-type": typ}}
-}
-
 // TestStopHonoursGrace: Stop deletes the Pods with gracePeriodSeconds = the grace, and the
 // attempt is reported gone only once its Pods are gone (here the container takes 2s to
 // stop), signalled.
 func TestStopHonoursGrace(t *testing.T) {
-	e := newEnv(t, gpuNode("a", "g5.xlarge", 1))
+	e := newEnv(t, kubetest.GPUNode("a", "g5.xlarge", 1))
 	x := e.executor(t, nil)
 	s := spec("job1", 1, payload("trainer:1", "ml.g5.xlarge", 1, map[string]string{"KWOK_RUN": "1h", "KWOK_STOP": "2s"}), 1, "ml.g5.xlarge")
 	w, err := e.c.Client.CoreV1().Pods(e.ns).Watch(ctx, metav1.ListOptions{LabelSelector: LabelAttempt + "=" + s.AttemptID})
@@ -328,7 +279,7 @@ func TestStopHonoursGrace(t *testing.T) {
 // TestFailures: each way an attempt fails on a cluster ends it with a reason saying so,
 // and leaves no Pod behind.
 func TestFailures(t *testing.T) {
-	e := newEnv(t, gpuNode("a", "g5.xlarge", 1), gpuNode("b", "g5.xlarge", 1), gpuNode("c", "g5.xlarge", 1), gpuNode("d", "g5.xlarge", 1))
+	e := newEnv(t, kubetest.GPUNode("a", "g5.xlarge", 1), kubetest.GPUNode("b", "g5.xlarge", 1), kubetest.GPUNode("c", "g5.xlarge", 1), kubetest.GPUNode("d", "g5.xlarge", 1))
 	x := e.executor(t, func(c *Config) { c.UnschedulableTimeout = 3 * time.Second })
 	g5 := func(job string, envs map[string]string) quotashare.AttemptSpec {
 		return spec(job, 1, payload("trainer:1", "ml.g5.xlarge", 1, envs), 1, "ml.g5.xlarge")
@@ -400,7 +351,7 @@ func TestCheck(t *testing.T) {
 // one being torn down for a failure, or stopped, goes on ending; a launched attempt whose
 // Pod was deleted meanwhile fails; objects of attempts the server does not know go.
 func TestRecover(t *testing.T) {
-	e := newEnv(t, gpuNode("a", "g5.xlarge", 8))
+	e := newEnv(t, kubetest.GPUNode("a", "g5.xlarge", 8))
 	x := e.executor(t, nil)
 	g5 := func(job string, count int, run string) quotashare.AttemptSpec {
 		return spec(job, 1, payload("trainer:1", "ml.g5.xlarge", count, map[string]string{"KWOK_RUN": run}), count, "ml.g5.xlarge")

@@ -36,8 +36,8 @@ imagePullSecrets: [registry]
 	}
 	one := 1
 	want := Config{Namespace: "training", NodeLabel: "example.com/gpu-type", NodeSelector: map[string]string{"pool": "gpu"},
-		Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-		Types:       map[string]InstanceType{"ml.g5.xlarge": {Node: "a10g-1", GPUs: &one, CPU: "3500m", Memory: "14Gi"}},
+		Tolerations:          []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		Types:                map[string]InstanceType{"ml.g5.xlarge": {Node: "a10g-1", GPUs: &one, CPU: "3500m", Memory: "14Gi"}},
 		UnschedulableTimeout: 90 * time.Second, Retain: time.Hour, ServiceAccount: "trainer", PullSecrets: []string{"registry"}}
 	if d := cmp.Diff(want, cfg, cmp.FilterPath(func(p cmp.Path) bool { return p.String() == "Client" || p.String() == "Report" || p.String() == "Now" }, cmp.Ignore())); d != "" {
 		t.Errorf("options (-want +got):\n%s", d)

@@ -15,6 +15,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -327,3 +328,71 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 var Toleration = corev1.Toleration{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 
 func insecureTLS() *tls.Config { return &tls.Config{InsecureSkipVerify: true} }
+
+// PoolLabel is the node label NewNamespace puts on a test's nodes; select them with
+// NodeSelector {PoolLabel: namespace}.
+const PoolLabel = "quotashare.test/pool"
+
+// NewNamespace makes a namespace for one test (named after it), waits for its default
+// service account, and adds the nodes, named namespace-name and labelled PoolLabel =
+// namespace. The nodes are deleted at the end of the test.
+func (c *Cluster) NewNamespace(t testing.TB, nodes ...Node) string {
+	t.Helper()
+	ns := strings.ToLower(strings.NewReplacer("_", "-", "/", "-").Replace(t.Name()))
+	ctx := context.Background()
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, n := range nodes {
+		n.Name = ns + "-" + n.Name
+		n.Labels = maps.Clone(n.Labels)
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels[PoolLabel] = ns
+		if err := c.AddNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Client.CoreV1().Nodes().Delete(context.Background(), n.Name, metav1.DeleteOptions{}) })
+	}
+	return ns
+}
+
+// GPUNode is a fake node of one instance type (the value of
+// node.kubernetes.io/instance-type) with the GPUs.
+func GPUNode(name, instanceType string, gpus int) Node {
+	return Node{Name: name, GPUs: gpus, Labels: map[string]string{"node.kubernetes.io/instance-type": instanceType}}
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *Cluster
+)
+
+// Shared is one cluster for all the tests of a package that call it; the package's
+// TestMain calls StopShared after m.Run.
+func Shared(t testing.TB) *Cluster {
+	sharedOnce.Do(func() {
+		if _, err := os.Stat(filepath.Join(BinDir(), "kwok")); err != nil && os.Getenv("CI") == "" {
+			return // Start below skips with the reason
+		}
+		shared = Start(nil)
+	})
+	if shared == nil {
+		return Start(t) // skips
+	}
+	return shared
+}
+
+// StopShared stops the package's shared cluster, if one was started.
+func StopShared() {
+	if shared != nil {
+		shared.Stop()
+	}
+}
