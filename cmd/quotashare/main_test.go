@@ -37,6 +37,10 @@ func TestRunErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("capacity ml.g5.xlarge=1\nfrobnicate\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	badKube := filepath.Join(t.TempDir(), "kube.yaml")
+	if err := os.WriteFile(badKube, []byte("tolerations: [{key: k, operator: Maybe}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -45,6 +49,11 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"serve", "extra"}, `serve takes no arguments, got ["extra"]`},
 		{[]string{"serve", "--preemption-grace", "-1s"}, "--preemption-grace: -1s must not be negative"},
 		{[]string{"serve", "--gpu-table", "/nonexistent.json"}, "--gpu-table: open /nonexistent.json"},
+		{[]string{"serve", "--executor", "k8s"}, `--executor: "k8s" must be local or kubernetes`},
+		{[]string{"serve", "--namespace", "x"}, "--kubeconfig, --namespace and --kube-options need --executor kubernetes"},
+		{[]string{"serve", "--executor", "kubernetes", "--kube-options", badKube}, `--kube-options: tolerations[0].operator: "Maybe" must be Exists or Equal`},
+		{[]string{"serve", "--executor", "kubernetes", "--namespace", "Bad_NS"}, `namespace: "Bad_NS" is not a namespace name`},
+		{[]string{"serve", "--executor", "kubernetes", "--kubeconfig", "/nonexistent/kubeconfig"}, "kubernetes configuration"},
 		{[]string{"simulate"}, "exactly one script file"},
 		{[]string{"simulate", "--backfill-depth", "0", bad}, "--backfill-depth: 0 must be at least 1"},
 		{[]string{"simulate", bad}, `line 2: unknown command "frobnicate"`},

@@ -130,18 +130,19 @@ func serve(args []string, stdout, stderr io.Writer) error {
 // kubeConfig builds the Kubernetes executor's configuration from serve's flags.
 func kubeConfig(kubeconfig, namespace, options string, grace time.Duration, data string) (kubeexec.Config, error) {
 	kc := kubeexec.Config{Grace: grace, LogDir: filepath.Join(data, "attempts")}
-	var o kubeexec.Options
 	if options != "" {
-		var err error
-		if o, err = kubeexec.LoadOptions(options); err != nil {
+		o, err := kubeexec.LoadOptions(options)
+		if err == nil {
+			err = o.Apply(&kc)
+		}
+		if err != nil {
 			return kc, fmt.Errorf("--kube-options: %w", err)
 		}
 	}
 	if namespace != "" {
-		o.Namespace = namespace
-	}
-	if err := o.Apply(&kc); err != nil {
-		return kc, fmt.Errorf("--kube-options or --namespace: %w", err)
+		if err := (kubeexec.Options{Namespace: namespace}).Apply(&kc); err != nil {
+			return kc, fmt.Errorf("--%w", err)
+		}
 	}
 	client, err := kubeexec.Connect(kubeconfig)
 	if err != nil {

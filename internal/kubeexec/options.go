@@ -68,7 +68,7 @@ func LoadOptions(path string) (Options, error) {
 	return o, nil
 }
 
-// Apply checks the options and sets them on cfg.
+// Apply checks the options and sets those given on cfg, leaving the others as they are.
 func (o Options) Apply(cfg *Config) error {
 	if o.Namespace != "" {
 		if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
@@ -88,7 +88,9 @@ func (o Options) Apply(cfg *Config) error {
 		}
 		cfg.NodeLabel = o.NodeLabel
 	}
-	cfg.NodeSelector = o.NodeSelector
+	if o.NodeSelector != nil {
+		cfg.NodeSelector = o.NodeSelector
+	}
 	for i, t := range o.Tolerations {
 		op := corev1.TolerationOperator(t.Operator)
 		if op != "" && op != corev1.TolerationOpExists && op != corev1.TolerationOpEqual {
@@ -113,7 +115,9 @@ func (o Options) Apply(cfg *Config) error {
 			}
 		}
 	}
-	cfg.Types = o.InstanceTypes
+	if o.InstanceTypes != nil {
+		cfg.Types = o.InstanceTypes
+	}
 	for _, f := range []struct {
 		name, value string
 		to          *time.Duration
@@ -127,8 +131,12 @@ func (o Options) Apply(cfg *Config) error {
 		}
 		*f.to = d
 	}
-	cfg.ServiceAccount = o.ServiceAccount
-	cfg.PullSecrets = o.ImagePullSecrets
+	if o.ServiceAccount != "" {
+		cfg.ServiceAccount = o.ServiceAccount
+	}
+	if o.ImagePullSecrets != nil {
+		cfg.PullSecrets = o.ImagePullSecrets
+	}
 	return nil
 }
 

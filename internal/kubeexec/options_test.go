@@ -42,6 +42,11 @@ imagePullSecrets: [registry]
 	if d := cmp.Diff(want, cfg, cmp.FilterPath(func(p cmp.Path) bool { return p.String() == "Client" || p.String() == "Report" || p.String() == "Now" }, cmp.Ignore())); d != "" {
 		t.Errorf("options (-want +got):\n%s", d)
 	}
+	// A second set of options changes only what it gives.
+	if err := (Options{Namespace: "other"}).Apply(&cfg); err != nil || cfg.Namespace != "other" || cfg.ServiceAccount != "trainer" ||
+		len(cfg.Types) != 1 || len(cfg.Tolerations) != 1 || cfg.NodeSelector["pool"] != "gpu" {
+		t.Errorf("applying a namespace alone: %+v, %v", cfg, err)
+	}
 	for _, c := range []struct{ yaml, err string }{
 		{"namespaces: x", "field namespaces not found"},
 		{"namespace: Not_OK", `namespace: "Not_OK" is not a namespace name`},
