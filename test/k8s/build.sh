@@ -3,7 +3,7 @@
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, all from the
 # Go module proxy, into a cache folder outside the checkout keyed by their versions.
 # Only missing binaries are built; a cold build takes about 20 minutes on 2 cores,
-# a warm one a second. Prints the folder on its last line.
+# a warm one a second. Says where they are on stderr.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 KUBE=v1.37.2 ETCD=v3.6.16 KWOK=v0.8.0
@@ -24,4 +24,4 @@ if [ ! -x "$bin/kwok" ]; then
 	echo "building kwok (cached in $bin)" >&2
 	GOBIN="$bin/.kwok" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK" && mv "$bin/.kwok/kwok" "$bin/kwok"
 fi
-echo "$bin"
+echo "Kubernetes test binaries in $bin" >&2
