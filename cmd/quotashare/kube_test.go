@@ -17,11 +17,7 @@ import (
 	"github.com/quotashare/quotashare/internal/kubeexec/kubetest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	kubetest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { kubetest.Main(m) }
 
 // TestServeKubernetes runs `quotashare serve --executor kubernetes` with a kubeconfig, a
 // namespace and an options file against a real API server, submits a job with the

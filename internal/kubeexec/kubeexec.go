@@ -131,7 +131,8 @@ var _ quotashare.Executor = (*Executor)(nil)
 type run struct {
 	spec         quotashare.AttemptSpec
 	hosts, types []string
-	seen         map[string]bool // hosts whose Pod was seen
+	seen         map[string]bool // hosts whose Pod the informer has shown
+	created      map[string]bool // hosts whose Pod this executor created, maybe not shown yet
 	launched     bool            // every Pod was created
 	// ending is set once the Pods are being deleted: for a Stop (stopping) or for a
 	// reason of the executor's (failure, with exitCode).
@@ -268,7 +269,7 @@ func (x *Executor) report(r quotashare.Report) {
 
 func newRun(spec quotashare.AttemptSpec) *run {
 	hosts, types := trainingjob.Instances(spec.Need)
-	return &run{spec: spec, hosts: hosts, types: types, seen: map[string]bool{}}
+	return &run{spec: spec, hosts: hosts, types: types, seen: map[string]bool{}, created: map[string]bool{}}
 }
 
 // Start creates the attempt's Service and Pods. A second Start of the same attempt does
@@ -328,6 +329,11 @@ func (x *Executor) launch(r *run, svc *corev1.Service) error {
 		}
 		p.OwnerReferences = []metav1.OwnerReference{owner}
 		_, err := x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).Create(x.ctx, p, metav1.CreateOptions{})
+		if err == nil {
+			x.mu.Lock()
+			r.created[r.hosts[i]] = true // the informer may show it a little later
+			x.mu.Unlock()
+		}
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			capacity := capacityError(err)
 			why := fmt.Sprintf("CannotStart: creating Pod %s for %s: %v", p.Name, r.hosts[i], err)
@@ -529,7 +535,9 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 		p := pods[h]
 		switch {
 		case p == nil:
-			if r.launched || r.seen[h] {
+			// Gone once shown, or never shown in a launched attempt this executor did not
+			// just create (adopted after a restart: the informer had synced).
+			if r.seen[h] || r.launched && !r.created[h] {
 				failure = fmt.Sprintf("PodDeleted: %s's Pod %s was deleted by someone other than quotashare", h, PodName(r.spec.AttemptID, h))
 			} else if waiting == "" {
 				waiting = "creating the Pods"
@@ -784,15 +792,12 @@ func (x *Executor) remove(attemptID string) {
 
 // arm starts the attempt's run-time limit. Call with x.mu held.
 func (x *Executor) arm(r *run) {
-	d, what := trainingjob.Limit(r.spec)
-	if d <= 0 || r.timer != nil {
+	left, ok := trainingjob.TimeLeft(r.spec, x.cfg.Now())
+	if !ok || r.timer != nil {
 		return
 	}
-	left := d
-	if !r.spec.StartedAt.IsZero() {
-		left -= x.cfg.Now().Sub(r.spec.StartedAt)
-	}
-	r.timer = time.AfterFunc(max(left, 0), func() {
+	d, what := trainingjob.Limit(r.spec)
+	r.timer = time.AfterFunc(left, func() {
 		x.mu.Lock()
 		var reps []quotashare.Report
 		if x.runs[r.spec.AttemptID] == r && !r.ending {

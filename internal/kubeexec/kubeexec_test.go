@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,11 +20,7 @@ import (
 	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	kubetest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { kubetest.Main(m) }
 
 // recorder collects an executor's reports.
 type recorder struct {

@@ -345,15 +345,11 @@ func (x *Executor) save(r *run) error {
 
 // arm starts the attempt's timeout. Call with x.mu held.
 func (x *Executor) arm(r *run) {
-	d, _ := trainingjob.Limit(r.spec)
-	if d <= 0 {
+	left, ok := trainingjob.TimeLeft(r.spec, x.cfg.Now())
+	if !ok {
 		return
 	}
-	left := d
-	if !r.spec.StartedAt.IsZero() {
-		left -= x.cfg.Now().Sub(r.spec.StartedAt)
-	}
-	r.timer = time.AfterFunc(max(left, 0), func() {
+	r.timer = time.AfterFunc(left, func() {
 		x.mu.Lock()
 		defer x.mu.Unlock()
 		if x.runs[r.spec.AttemptID] == r && !r.stopping {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,11 +19,7 @@ import (
 	"github.com/quotashare/quotashare/internal/kubeexec/kubetest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	kubetest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { kubetest.Main(m) }
 
 // startKube runs a real server whose executor puts attempts on the test cluster's
 // namespace, with a grace period of 2s.

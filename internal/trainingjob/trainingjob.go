@@ -149,6 +149,19 @@ func Limit(spec quotashare.AttemptSpec) (time.Duration, string) {
 	return d, what
 }
 
+// TimeLeft is how long an attempt has left of its run-time limit at now (at least zero;
+// the whole limit before it started), and false when it has none.
+func TimeLeft(spec quotashare.AttemptSpec, now time.Time) (time.Duration, bool) {
+	d, _ := Limit(spec)
+	if d <= 0 {
+		return 0, false
+	}
+	if !spec.StartedAt.IsZero() {
+		d -= now.Sub(spec.StartedAt)
+	}
+	return max(d, 0), true
+}
+
 // Paths says where an instance finds its folders, for Env.
 type Paths struct {
 	Model, OutputData string

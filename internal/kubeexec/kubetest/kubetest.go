@@ -390,6 +390,14 @@ func Shared(t testing.TB) *Cluster {
 	return shared
 }
 
+// Main is a TestMain for a package that uses Shared: it runs the tests, then stops the
+// cluster.
+func Main(m *testing.M) {
+	code := m.Run()
+	StopShared()
+	os.Exit(code)
+}
+
 // StopShared stops the package's shared cluster, if one was started.
 func StopShared() {
 	if shared != nil {
