@@ -1,53 +1,70 @@
 package sched
 
-import "slices"
-
-// btree is an ordered set like treap, laid out for a large queue: up to btreeMax keys per
-// node, held inline, so an operation on a share's queue of a million jobs touches a
-// handful of nodes instead of twenty-odd scattered ones. Internal nodes keep each child's
-// lower bound and item count (for Rank). Nodes that fall below a quarter full are merged
-// with a neighbour when the two fit in one.
+// btree is an ordered set like treap, laid out for a large queue: each node holds up to
+// btreeMax keys inline, in the node itself, so a step down the tree is one pointer and a
+// binary search within a few cache lines, and an operation on a share's queue of a
+// million jobs touches a handful of nodes instead of twenty-odd scattered ones. Only keys
+// are stored; the item is read back from its key (itemOf), so the queue's key, which
+// holds its job, is not stored twice. Internal nodes keep each child's lower bound and
+// item count (for Rank). Nodes that fall below a quarter full are merged with a neighbour
+// when the two fit in one.
 type btree[K, T any] struct {
-	root  *bnode[K, T]
-	cmp   func(a, b K) int
-	keyOf func(T) K
-	size  int
+	root   *bnode[K]
+	cmp    func(a, b K) int
+	keyOf  func(T) K
+	itemOf func(K) T
+	size   int
 }
 
 const btreeMax = 32
 
-type bnode[K, T any] struct {
-	keys     []K // leaf: the items' keys; internal: keys[i] bounds child i from below (keys[0] unused)
-	items    []T // leaf only
-	children []*bnode[K, T]
-	counts   []int // items under each child
+type bnode[K any] struct {
+	n    int                // keys in a leaf, children in an internal node
+	kids *[btreeMax]bkid[K] // nil in a leaf; next to n, in the node's first cache line
+	// keys: a leaf's items in order; in an internal node keys[i] bounds child i from
+	// below (keys[0] bounds the node).
+	keys [btreeMax]K
 }
 
-func newBTree[K, T any](keyOf func(T) K, cmp func(a, b K) int) *btree[K, T] {
-	return &btree[K, T]{cmp: cmp, keyOf: keyOf, root: &bnode[K, T]{}}
+type bkid[K any] struct {
+	node  *bnode[K]
+	count int // items under node
 }
 
-func (n *bnode[K, T]) leaf() bool { return n.children == nil }
+func newBTree[K, T any](keyOf func(T) K, itemOf func(K) T, cmp func(a, b K) int) *btree[K, T] {
+	return &btree[K, T]{cmp: cmp, keyOf: keyOf, itemOf: itemOf, root: &bnode[K]{}}
+}
 
-func (n *bnode[K, T]) count() int {
+func (n *bnode[K]) leaf() bool { return n.kids == nil }
+
+func (n *bnode[K]) count() int {
 	if n.leaf() {
-		return len(n.keys)
+		return n.n
 	}
 	c := 0
-	for _, x := range n.counts {
-		c += x
+	for _, k := range n.kids[:n.n] {
+		c += k.count
 	}
 	return c
 }
 
 // search returns the first index in a leaf whose key is >= key, and whether it is equal.
-func (t *btree[K, T]) search(n *bnode[K, T], key K) (int, bool) {
-	return slices.BinarySearchFunc(n.keys, key, t.cmp)
+func (t *btree[K, T]) search(n *bnode[K], key K) (int, bool) {
+	lo, hi := 0, n.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if t.cmp(n.keys[m], key) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < n.n && t.cmp(n.keys[lo], key) == 0
 }
 
 // child returns the index of the child of internal node n whose range holds key.
-func (t *btree[K, T]) child(n *bnode[K, T], key K) int {
-	lo, hi := 1, len(n.children)
+func (t *btree[K, T]) child(n *bnode[K], key K) int {
+	lo, hi := 1, n.n
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if t.cmp(n.keys[m], key) <= 0 {
@@ -64,48 +81,79 @@ func (t *btree[K, T]) Len() int { return t.size }
 
 // Insert adds item; an item whose key equals one present is a caller bug.
 func (t *btree[K, T]) Insert(item T) {
-	key := t.keyOf(item)
-	if right := t.insert(t.root, key, item); right != nil {
+	if right := t.insert(t.root, t.keyOf(item)); right != nil {
 		old := t.root
-		t.root = &bnode[K, T]{keys: []K{old.keys[0], right.keys[0]}, children: []*bnode[K, T]{old, right},
-			counts: []int{old.count(), right.count()}}
+		t.root = &bnode[K]{n: 2, kids: new([btreeMax]bkid[K])}
+		t.root.keys[0], t.root.keys[1] = old.keys[0], right.keys[0]
+		t.root.kids[0] = bkid[K]{old, old.count()}
+		t.root.kids[1] = bkid[K]{right, right.count()}
 	}
 	t.size++
 }
 
-// insert adds the item under n and returns n's new right sibling if n had to split.
-func (t *btree[K, T]) insert(n *bnode[K, T], key K, item T) *bnode[K, T] {
+// split moves the upper half of full node n into a new right sibling and returns it,
+// before an insert at position at. An insert at the very end (a new job behind all others
+// of the lowest priority, the common case) leaves n full and the sibling empty, so a
+// queue that grows at the back packs its leaves.
+func (t *btree[K, T]) split(n *bnode[K], at int) *bnode[K] {
+	h := btreeMax / 2
+	if at == btreeMax {
+		h = btreeMax
+	}
+	r := &bnode[K]{n: n.n - h}
+	copy(r.keys[:], n.keys[h:n.n])
+	clear(n.keys[h:n.n]) // drop the references the left half no longer holds
+	if !n.leaf() {
+		r.kids = new([btreeMax]bkid[K])
+		copy(r.kids[:], n.kids[h:n.n])
+		clear(n.kids[h:n.n])
+	}
+	n.n = h
+	return r
+}
+
+// put inserts key (and, in an internal node, its child) at position i of n, which has
+// room.
+func (n *bnode[K]) put(i int, key K, kid bkid[K]) {
+	copy(n.keys[i+1:n.n+1], n.keys[i:n.n])
+	n.keys[i] = key
+	if !n.leaf() {
+		copy(n.kids[i+1:n.n+1], n.kids[i:n.n])
+		n.kids[i] = kid
+	}
+	n.n++
+}
+
+// insert adds key under n and returns n's new right sibling if n had to split.
+func (t *btree[K, T]) insert(n *bnode[K], key K) *bnode[K] {
 	if n.leaf() {
 		i, _ := t.search(n, key)
-		n.keys = slices.Insert(n.keys, i, key)
-		n.items = slices.Insert(n.items, i, item)
-		if len(n.keys) <= btreeMax {
-			return nil
-		}
-		h := len(n.keys) / 2
-		right := &bnode[K, T]{keys: slices.Clone(n.keys[h:]), items: slices.Clone(n.items[h:])}
-		clear(n.items[h:]) // drop the references the left half no longer holds
-		n.keys, n.items = n.keys[:h], n.items[:h]
-		return right
+		return t.add(n, i, key, bkid[K]{})
 	}
 	i := t.child(n, key)
-	n.counts[i]++
-	r := t.insert(n.children[i], key, item)
+	n.kids[i].count++
+	r := t.insert(n.kids[i].node, key)
 	if r == nil {
 		return nil
 	}
-	n.counts[i] = n.children[i].count()
-	n.keys = slices.Insert(n.keys, i+1, r.keys[0])
-	n.children = slices.Insert(n.children, i+1, r)
-	n.counts = slices.Insert(n.counts, i+1, r.count())
-	if len(n.children) <= btreeMax {
+	n.kids[i].count -= r.count()
+	return t.add(n, i+1, r.keys[0], bkid[K]{r, r.count()})
+}
+
+// add puts key (and kid) at position i of n, splitting n first if it is full; it returns
+// the new right sibling, if any.
+func (t *btree[K, T]) add(n *bnode[K], i int, key K, kid bkid[K]) *bnode[K] {
+	if n.n < btreeMax {
+		n.put(i, key, kid)
 		return nil
 	}
-	h := len(n.children) / 2
-	right := &bnode[K, T]{keys: slices.Clone(n.keys[h:]), children: slices.Clone(n.children[h:]), counts: slices.Clone(n.counts[h:])}
-	clear(n.children[h:])
-	n.keys, n.children, n.counts = n.keys[:h], n.children[:h], n.counts[:h]
-	return right
+	r := t.split(n, i)
+	if i <= n.n && n.n < btreeMax {
+		n.put(i, key, kid)
+	} else {
+		r.put(i-n.n, key, kid)
+	}
+	return r
 }
 
 // Delete removes the item whose key equals item's and reports whether it was there.
@@ -114,78 +162,83 @@ func (t *btree[K, T]) Delete(item T) bool {
 		return false
 	}
 	t.size--
-	for !t.root.leaf() && len(t.root.children) == 1 {
-		t.root = t.root.children[0]
-	}
-	if !t.root.leaf() && len(t.root.children) == 0 {
-		t.root = &bnode[K, T]{}
-	}
+	t.shrink()
 	return true
 }
 
-func (t *btree[K, T]) delete(n *bnode[K, T], key K) bool {
+// shrink drops root levels left with one child, after a delete.
+func (t *btree[K, T]) shrink() {
+	for !t.root.leaf() && t.root.n == 1 {
+		t.root = t.root.kids[0].node
+	}
+	if !t.root.leaf() && t.root.n == 0 {
+		t.root = &bnode[K]{}
+	}
+}
+
+func (t *btree[K, T]) delete(n *bnode[K], key K) bool {
 	if n.leaf() {
 		i, found := t.search(n, key)
 		if !found {
 			return false
 		}
-		n.keys = slices.Delete(n.keys, i, i+1)
-		n.items = slices.Delete(n.items, i, i+1)
+		n.cut(i)
 		return true
 	}
 	i := t.child(n, key)
-	if !t.delete(n.children[i], key) {
+	if !t.delete(n.kids[i].node, key) {
 		return false
 	}
-	n.counts[i]--
-	c := n.children[i]
+	n.kids[i].count--
+	c := n.kids[i].node
 	switch {
-	case n.counts[i] == 0:
-		t.remove(n, i)
-	case c.width() < btreeMax/4:
-		if i+1 < len(n.children) && c.width()+n.children[i+1].width() <= btreeMax {
-			t.mergeRight(n, i)
-		} else if i > 0 && c.width()+n.children[i-1].width() <= btreeMax {
-			t.mergeRight(n, i-1)
+	case n.kids[i].count == 0:
+		n.cut(i)
+	case c.n < btreeMax/4:
+		if i+1 < n.n && c.n+n.kids[i+1].node.n <= btreeMax {
+			n.mergeRight(i)
+		} else if i > 0 && c.n+n.kids[i-1].node.n <= btreeMax {
+			n.mergeRight(i - 1)
 		}
 	}
 	return true
 }
 
-func (n *bnode[K, T]) width() int { return len(n.keys) }
-
-// remove unlinks child i of n.
-func (t *btree[K, T]) remove(n *bnode[K, T], i int) {
-	n.keys = slices.Delete(n.keys, i, i+1)
-	n.children = slices.Delete(n.children, i, i+1)
-	n.counts = slices.Delete(n.counts, i, i+1)
+// cut removes position i of n (a leaf's key, or an internal node's child).
+func (n *bnode[K]) cut(i int) {
+	copy(n.keys[i:], n.keys[i+1:n.n])
+	var zero K
+	n.keys[n.n-1] = zero
+	if !n.leaf() {
+		copy(n.kids[i:], n.kids[i+1:n.n])
+		n.kids[n.n-1] = bkid[K]{}
+	}
+	n.n--
 }
 
 // mergeRight moves child i+1 of n into child i.
-func (t *btree[K, T]) mergeRight(n *bnode[K, T], i int) {
-	l, r := n.children[i], n.children[i+1]
-	l.keys = append(l.keys, r.keys...)
-	if l.leaf() {
-		l.items = append(l.items, r.items...)
-	} else {
-		l.children = append(l.children, r.children...)
-		l.counts = append(l.counts, r.counts...)
+func (n *bnode[K]) mergeRight(i int) {
+	l, r := n.kids[i].node, n.kids[i+1].node
+	copy(l.keys[l.n:], r.keys[:r.n])
+	if !l.leaf() {
+		copy(l.kids[l.n:], r.kids[:r.n])
 	}
-	n.counts[i] += n.counts[i+1]
-	t.remove(n, i+1)
+	l.n += r.n
+	n.kids[i].count += n.kids[i+1].count
+	n.cut(i + 1)
 }
 
 // Min returns the smallest item.
 func (t *btree[K, T]) Min() (T, bool) {
 	n := t.root
 	for !n.leaf() {
-		n = n.children[0]
+		n = n.kids[0].node
 	}
-	if len(n.items) == 0 {
+	if n.n == 0 {
 		var zero T
 		return zero, false
 	}
-	return n.items[0], true
+	return t.itemOf(n.keys[0]), true
 }
 
 // After returns the smallest item greater than item.
@@ -201,21 +254,55 @@ func (t *btree[K, T]) AscendAfter(item T, fn func(T) bool) {
 	t.ascendAfter(t.root, t.keyOf(item), fn)
 }
 
-func (t *btree[K, T]) ascendAfter(n *bnode[K, T], key K, fn func(T) bool) bool {
+func (t *btree[K, T]) ascendAfter(n *bnode[K], key K, fn func(T) bool) bool {
 	if n.leaf() {
 		i, found := t.search(n, key)
 		if found {
 			i++
 		}
-		for _, x := range n.items[i:] {
-			if !fn(x) {
-				return false
-			}
-		}
-		return true
+		return t.each(n.keys[i:n.n], fn)
 	}
-	for i := t.child(n, key); i < len(n.children); i++ {
-		if !t.ascendAfter(n.children[i], key, fn) {
+	for i := t.child(n, key); i < n.n; i++ {
+		if !t.ascendAfter(n.kids[i].node, key, fn) {
+			return false
+		}
+	}
+	return true
+}
+
+// AppendAfter appends to dst up to n items greater than item, in order, and returns it.
+// It is AscendAfter without a call per item, for reading a queue ahead.
+func (t *btree[K, T]) AppendAfter(dst []T, item T, n int) []T {
+	dst, _ = t.appendAfter(t.root, t.keyOf(item), dst, n)
+	return dst
+}
+
+func (t *btree[K, T]) appendAfter(n *bnode[K], key K, dst []T, max int) ([]T, bool) {
+	if n.leaf() {
+		i, found := t.search(n, key)
+		if found {
+			i++
+		}
+		for _, k := range n.keys[i:n.n] {
+			if len(dst) >= max {
+				return dst, true
+			}
+			dst = append(dst, t.itemOf(k))
+		}
+		return dst, len(dst) >= max
+	}
+	for i := t.child(n, key); i < n.n; i++ {
+		var done bool
+		if dst, done = t.appendAfter(n.kids[i].node, key, dst, max); done {
+			return dst, true
+		}
+	}
+	return dst, false
+}
+
+func (t *btree[K, T]) each(keys []K, fn func(T) bool) bool {
+	for _, k := range keys {
+		if !fn(t.itemOf(k)) {
 			return false
 		}
 	}
@@ -225,17 +312,12 @@ func (t *btree[K, T]) ascendAfter(n *bnode[K, T], key K, fn func(T) bool) bool {
 // Ascend calls fn on the items in order until fn returns false.
 func (t *btree[K, T]) Ascend(fn func(T) bool) { t.ascend(t.root, fn) }
 
-func (t *btree[K, T]) ascend(n *bnode[K, T], fn func(T) bool) bool {
+func (t *btree[K, T]) ascend(n *bnode[K], fn func(T) bool) bool {
 	if n.leaf() {
-		for _, x := range n.items {
-			if !fn(x) {
-				return false
-			}
-		}
-		return true
+		return t.each(n.keys[:n.n], fn)
 	}
-	for _, c := range n.children {
-		if !t.ascend(c, fn) {
+	for _, k := range n.kids[:n.n] {
+		if !t.ascend(k.node, fn) {
 			return false
 		}
 	}
@@ -249,10 +331,10 @@ func (t *btree[K, T]) Rank(item T) int {
 	n := t.root
 	for !n.leaf() {
 		i := t.child(n, key)
-		for _, c := range n.counts[:i] {
-			r += c
+		for _, k := range n.kids[:i] {
+			r += k.count
 		}
-		n = n.children[i]
+		n = n.kids[i].node
 	}
 	i, _ := t.search(n, key)
 	return r + i

@@ -274,11 +274,7 @@ func (p *pass) scan(eligible func(*share) bool, visit func(*job) bool) {
 func (p *pass) next(i int, sh *share, j *job) (*job, bool) {
 	for {
 		if len(p.buf[i]) == 0 {
-			batch := p.buf[i][:0]
-			sh.queue.AscendAfter(j, func(x *job) bool {
-				batch = append(batch, x)
-				return len(batch) < 64
-			})
+			batch := sh.queue.AppendAfter(p.buf[i][:0], j, 64)
 			p.buf[i] = batch
 			if len(batch) == 0 {
 				return nil, false

@@ -172,6 +172,8 @@ type queueKey struct {
 
 func queueKeyOf(j *job) queueKey { return queueKey{int32(j.prio), j.submitted, j} }
 
+func jobOfKey(k queueKey) *job { return k.j }
+
 func queueOrder(a, b queueKey) int {
 	if a.prio != b.prio {
 		return cmp.Compare(b.prio, a.prio)
@@ -335,7 +337,7 @@ func (s *Scheduler) SetShare(cfg Share) error {
 		return fmt.Errorf("quotaShareName: the job queue already has %d quota shares, the most it may have", s.cfg.MaxShares)
 	}
 	if sh == nil {
-		sh = &share{cfg: cfg, queue: newBTree(queueKeyOf, queueOrder), all: newTreap(victimKeyOf, victimOrder)}
+		sh = &share{cfg: cfg, queue: newBTree(queueKeyOf, jobOfKey, queueOrder), all: newTreap(victimKeyOf, victimOrder)}
 		s.shares[cfg.Name] = sh
 		s.order = append(s.order, sh)
 		slices.SortFunc(s.order, func(a, b *share) int { return cmp.Compare(a.cfg.Name, b.cfg.Name) })

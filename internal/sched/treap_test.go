@@ -40,7 +40,9 @@ func TestTreap(t *testing.T) {
 func TestBTree(t *testing.T) {
 	// A wide key range and many operations, so nodes split, empty, merge and the root
 	// grows and shrinks.
-	testOrderedSet(t, func() orderedSet[int] { return newBTree(func(x int) int { return x }, cmp.Compare[int]) }, 3000)
+	testOrderedSet(t, func() orderedSet[int] {
+		return newBTree(func(x int) int { return x }, func(x int) int { return x }, cmp.Compare[int])
+	}, 3000)
 }
 
 func testOrderedSet(t *testing.T, newSet func() orderedSet[int], keys int) {
@@ -86,9 +88,55 @@ func testOrderedSet(t *testing.T, newSet func() orderedSet[int], keys int) {
 			if !slices.Equal(rest, model[after:]) && !(len(rest) == 0 && after == len(model)) {
 				t.Fatalf("AscendAfter(%d) = %v, want %v", x, rest, model[after:])
 			}
+			if bt, ok := tr.(*btree[int, int]); ok {
+				n := x%7 + 1
+				want := model[after:min(after+n, len(model))]
+				if got := bt.AppendAfter(nil, x, n); !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+					t.Fatalf("AppendAfter(%d, %d) = %v, want %v", x, n, got, want)
+				}
+			}
 		}
 		if m, ok := tr.Min(); ok != (len(model) > 0) || ok && m != model[0] {
 			t.Fatalf("Min = %d %v", m, ok)
 		}
 	})
+}
+
+// TestBTreeRuns: long ascending and descending runs, the queue's usual shape (each new job
+// behind the others), split nodes at their ends; the tree stays ordered and ranked
+// through them and through deletes that empty it again.
+func TestBTreeRuns(t *testing.T) {
+	const n = 20_000
+	tr := newBTree(func(x int) int { return x }, func(x int) int { return x }, cmp.Compare[int])
+	for i := range n {
+		tr.Insert(2 * i) // ascending
+	}
+	for i := range n {
+		tr.Insert(2*(n-i) - 1) // descending, between them
+	}
+	if tr.Len() != 2*n {
+		t.Fatalf("Len %d, want %d", tr.Len(), 2*n)
+	}
+	want := 0
+	tr.Ascend(func(x int) bool {
+		if x != want {
+			t.Fatalf("item %d is %d", want, x)
+		}
+		want++
+		return true
+	})
+	for _, x := range []int{0, 1, 777, n, 2*n - 1} {
+		if r := tr.Rank(x); r != x {
+			t.Fatalf("Rank(%d) = %d", x, r)
+		}
+	}
+	for i := range 2 * n {
+		x := (i * 7919) % (2 * n)
+		if !tr.Delete(x) {
+			t.Fatalf("Delete(%d) found nothing", x)
+		}
+	}
+	if _, ok := tr.Min(); ok || tr.Len() != 0 {
+		t.Fatalf("not empty after deleting everything: Len %d", tr.Len())
+	}
 }
