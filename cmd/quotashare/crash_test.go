@@ -41,7 +41,7 @@ type serverProc struct {
 }
 
 // startServer runs `quotashare serve` on a free port and waits for /healthz.
-func startServer(t *testing.T, data string, args ...string) *serverProc {
+func startServer(t testing.TB, data string, args ...string) *serverProc {
 	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
@@ -234,7 +234,7 @@ func TestCrashRestart(t *testing.T) {
 
 // setupQueue creates, through the SDK, queue q on an environment of capacity
 // ml.g5.xlarge with LEND_AND_BORROW shares of 2 each (in-share preemption on).
-func setupQueue(t *testing.T, c *batch.Client, capacity int32, shares ...string) {
+func setupQueue(t testing.TB, c *batch.Client, capacity int32, shares ...string) {
 	t.Helper()
 	bg := context.Background()
 	mustDo := func(_ any, err error) {
