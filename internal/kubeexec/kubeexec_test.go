@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -426,5 +429,46 @@ func TestRecover(t *testing.T) {
 	}
 	if n := e.rec.count(running.AttemptID, quotashare.AttemptRunning); n != 0 {
 		t.Errorf("the adopted attempt reported RUNNING %d times after the restart, want 0 (it was RUNNING before)", n)
+	}
+}
+
+// TestLogsThroughAPI: a running attempt's log is read from its Pod through the API server
+// (pods/log, which reaches kwok's fake kubelet as it would a kubelet), and the copy saved
+// when the attempt ends holds the same lines.
+func TestLogsThroughAPI(t *testing.T) {
+	e := newEnv(t, kubetest.GPUNode("a", "g5.xlarge", 1))
+	logDir := t.TempDir()
+	x := e.executor(t, func(c *Config) { c.LogDir = logDir; c.Grace = time.Second })
+	s := spec("logs", 1, payload("trainer:1", "ml.g5.xlarge", 1, map[string]string{"KWOK_RUN": "1h"}), 1, "ml.g5.xlarge")
+	if err := x.Start(s); err != nil {
+		t.Fatal(err)
+	}
+	e.rec.wait(t, s.AttemptID, quotashare.AttemptRunning, 30*time.Second)
+	want := strings.Join(kubetest.PodLog, "\n") + "\n"
+	read := func() string {
+		rc, err := x.OpenLog(ctx, s.AttemptID, "algo-1", "stdout")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if _, err := os.Stat(filepath.Join(logDir, s.AttemptID)); err == nil {
+		t.Fatal("a log copy was saved while the attempt runs; the read below would not go through the API")
+	}
+	if got := read(); got != want {
+		t.Errorf("log through the API = %q, want %q", got, want)
+	}
+	if err := x.Stop(s.AttemptID); err != nil {
+		t.Fatal(err)
+	}
+	e.rec.wait(t, s.AttemptID, quotashare.AttemptExited, 30*time.Second)
+	saved, err := os.ReadFile(filepath.Join(logDir, s.AttemptID, "algo-1", "stdout.log"))
+	if err != nil || string(saved) != want {
+		t.Errorf("saved log = %q, %v; want %q", saved, err, want)
 	}
 }

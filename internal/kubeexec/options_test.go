@@ -79,8 +79,8 @@ func write(t *testing.T, s string) string {
 
 // TestOpenLog: an attempt's output comes from the Pod through the API while the Pods
 // exist, and from the saved copy once it is saved; stderr is refused with the reason.
-// (kwok runs no containers and serves no logs, so this one uses client-go's fake
-// clientset, whose Pod logs read "fake logs".)
+// It uses client-go's fake clientset, whose Pod logs read "fake logs", to set up a saved
+// copy and its fallback directly; TestLogsThroughAPI reads logs from the real API server.
 func TestOpenLog(t *testing.T) {
 	client := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: PodName("j-1", "algo-1"), Namespace: "default"}})
 	dir := t.TempDir()

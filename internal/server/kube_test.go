@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -172,11 +174,21 @@ func TestKubernetesThreeProjects(t *testing.T) {
 		pods.mu.Unlock()
 	}
 	s.Close()
-	_, cl = startKube(t, dir, c, ns)
+	s, cl = startKube(t, dir, c, ns)
 	for _, id := range []string{high, q2} {
 		if d := describe(t, cl, id); d.Status != types.ServiceJobStatusRunning {
 			t.Errorf("after the restart %s is %s (%s)", aws.ToString(d.JobName), d.Status, aws.ToString(d.StatusReason))
 		}
+	}
+	// `quotashare logs` reads a running attempt's output from its Pod through the API.
+	resp, err := http.Get(s.URL + "/logs/" + high)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := strings.Join(kubetest.PodLog, "\n") + "\n"; resp.StatusCode != http.StatusOK || string(body) != want {
+		t.Errorf("GET /logs/%s: %d %q, want %q", high, resp.StatusCode, body, want)
 	}
 	time.Sleep(time.Second)
 	list := must[*corev1.PodList](t)(c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}))

@@ -194,7 +194,7 @@ func (c *Cluster) start(bin string) error {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+filepath.Join(d, "sa.pub"), "--service-account-signing-key-file="+filepath.Join(d, "sa.key"),
 		"--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=AlwaysAllow",
-		"--token-auth-file="+filepath.Join(d, "tokens.csv")); err != nil {
+		"--token-auth-file="+filepath.Join(d, "tokens.csv"), "--kubelet-preferred-address-types=InternalIP"); err != nil {
 		return err
 	}
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
@@ -226,9 +226,33 @@ current-context: local
 	if err := c.run(bin, "kube-scheduler", "--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0"); err != nil {
 		return err
 	}
-	if err := c.run(bin, "kwok", "--kubeconfig="+c.Kubeconfig, "-c", filepath.Join(repoRoot(), "test", "k8s", "kwok-stages.yaml"),
+	// kwok serves every fake container's log from one file (PodLog), through the node's
+	// kubelet port, so the API server's pods/log reaches it as it would a kubelet.
+	stages, err := os.ReadFile(filepath.Join(repoRoot(), "test", "k8s", "kwok-stages.yaml"))
+	if err != nil {
+		return err
+	}
+	logs := filepath.Join(d, "pod.log")
+	if err := os.WriteFile(logs, []byte(criLog(PodLog)), 0o644); err != nil {
+		return err
+	}
+	kwokConfig := filepath.Join(d, "kwok.yaml")
+	if err := os.WriteFile(kwokConfig, fmt.Appendf(stages, `
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: all-pods
+spec:
+  logs:
+  - logsFile: %s
+`, logs), 0o644); err != nil {
+		return err
+	}
+	kubeletPort := strconv.Itoa(freePort())
+	if err := c.run(bin, "kwok", "--kubeconfig="+c.Kubeconfig, "-c", kwokConfig,
 		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr=10.0.0.0/24", "--node-ip=127.0.0.1", "--server-address=127.0.0.1:"+strconv.Itoa(freePort())); err != nil {
+		"--cidr=10.0.0.0/24", "--node-ip=127.0.0.1", "--node-port="+kubeletPort, "--server-address=127.0.0.1:"+kubeletPort); err != nil {
 		return err
 	}
 	// Pods need the namespace's default service account, which the controller manager makes.
@@ -272,6 +296,19 @@ func (c *Cluster) Stop() {
 	if os.Getenv("QUOTASHARE_K8S_KEEP") == "" {
 		os.RemoveAll(c.Dir)
 	}
+}
+
+// PodLog is what every container on kwok's fake nodes has written, as its log reads
+// through the API server (pods/log).
+var PodLog = []string{"epoch 1 loss 0.93", "epoch 2 loss 0.41"}
+
+// criLog writes lines in the container runtime's log format, which kwok reads.
+func criLog(lines []string) string {
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "2026-01-01T00:00:00.000000000Z stdout F %s\n", l)
+	}
+	return b.String()
 }
 
 // Node is a fake node kwok keeps Ready.
