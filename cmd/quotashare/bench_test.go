@@ -3,17 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
+
+	"github.com/quotashare/quotashare/internal/sdkbench"
 )
 
 // BenchmarkDescribeProcess: DescribeServiceJob through the SDK, 64 clients at once, against
@@ -23,10 +21,7 @@ import (
 // is not shared with the SDK client's.
 func BenchmarkDescribeProcess(b *testing.B) {
 	s := startServer(b, filepath.Join(b.TempDir(), "data"), "--quiet")
-	c := batch.New(batch.Options{BaseEndpoint: aws.String(s.url), Region: "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""),
-		// A connection for each of the 64 clients (the SDK's pool keeps 10 idle per host).
-		HTTPClient: awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.MaxIdleConnsPerHost = 128 })})
+	c := sdkbench.Client(s.url)
 	setupQueue(b, c, 1, "a")
 	bg := context.Background()
 	pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["sleep","3600"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
@@ -50,17 +45,5 @@ func BenchmarkDescribeProcess(b *testing.B) {
 	if b.Failed() {
 		return
 	}
-	var n atomic.Int64
-	b.SetParallelism(32)
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := c.DescribeServiceJob(bg, &batch.DescribeServiceJobInput{JobId: aws.String(ids[n.Add(7919)%int64(len(ids))])}); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "describes/s")
+	sdkbench.Describe(b, c, ids)
 }

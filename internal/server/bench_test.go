@@ -12,12 +12,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sdkbench"
 )
 
 // instantExecutor ends every attempt successfully as soon as it starts: the benchmarks
@@ -46,11 +45,7 @@ func benchServer(b *testing.B, capacity int32, x func(func(quotashare.Report)) q
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	// 64 clients at once: keep a connection for each (the SDK's default pool keeps 10 idle
-	// per host, and the rest would reconnect on every request).
-	c := batch.New(batch.Options{BaseEndpoint: aws.String(s.URL), Region: "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
-		HTTPClient:  awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.MaxIdleConnsPerHost = 128 })})
+	c := sdkbench.Client(s.URL)
 	t := &testing.T{}
 	setup(t, c, "q", capacity, share("a", "LEND_AND_BORROW", capacity, aws.Int32(-1), false), share("b", "LEND", capacity, nil, false))
 	if t.Failed() {
@@ -102,19 +97,7 @@ func describeWorld(b *testing.B) (*Server, *batch.Client, []string) {
 // jobs of a queue where one runs and the rest wait.
 func BenchmarkDescribe(b *testing.B) {
 	_, c, ids := describeWorld(b)
-	var n atomic.Int64
-	b.SetParallelism(32)
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(ids[n.Add(7919)%int64(len(ids))])}); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "describes/s")
+	sdkbench.Describe(b, c, ids)
 }
 
 // BenchmarkDescribeRaw: the same requests as BenchmarkDescribe from a plain net/http
