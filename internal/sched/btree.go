@@ -271,33 +271,16 @@ func (t *btree[K, T]) ascendAfter(n *bnode[K], key K, fn func(T) bool) bool {
 }
 
 // AppendAfter appends to dst up to n items greater than item, in order, and returns it.
-// It is AscendAfter without a call per item, for reading a queue ahead.
 func (t *btree[K, T]) AppendAfter(dst []T, item T, n int) []T {
-	dst, _ = t.appendAfter(t.root, t.keyOf(item), dst, n)
+	if n <= 0 {
+		return dst
+	}
+	start := len(dst)
+	t.AscendAfter(item, func(x T) bool {
+		dst = append(dst, x)
+		return len(dst)-start < n
+	})
 	return dst
-}
-
-func (t *btree[K, T]) appendAfter(n *bnode[K], key K, dst []T, max int) ([]T, bool) {
-	if n.leaf() {
-		i, found := t.search(n, key)
-		if found {
-			i++
-		}
-		for _, k := range n.keys[i:n.n] {
-			if len(dst) >= max {
-				return dst, true
-			}
-			dst = append(dst, t.itemOf(k))
-		}
-		return dst, len(dst) >= max
-	}
-	for i := t.child(n, key); i < n.n; i++ {
-		var done bool
-		if dst, done = t.appendAfter(n.kids[i].node, key, dst, max); done {
-			return dst, true
-		}
-	}
-	return dst, false
 }
 
 func (t *btree[K, T]) each(keys []K, fn func(T) bool) bool {
