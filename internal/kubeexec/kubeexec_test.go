@@ -444,7 +444,7 @@ func TestLogsThroughAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.rec.wait(t, s.AttemptID, quotashare.AttemptRunning, 30*time.Second)
-	want := strings.Join(kubetest.PodLog, "\n") + "\n"
+	want := kubetest.PodLogText()
 	read := func() string {
 		rc, err := x.OpenLog(ctx, s.AttemptID, "algo-1", "stdout")
 		if err != nil {

@@ -187,7 +187,7 @@ func TestKubernetesThreeProjects(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if want := strings.Join(kubetest.PodLog, "\n") + "\n"; resp.StatusCode != http.StatusOK || string(body) != want {
+	if want := kubetest.PodLogText(); resp.StatusCode != http.StatusOK || string(body) != want {
 		t.Errorf("GET /logs/%s: %d %q, want %q", high, resp.StatusCode, body, want)
 	}
 	time.Sleep(time.Second)

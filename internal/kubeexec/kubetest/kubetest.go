@@ -302,6 +302,9 @@ func (c *Cluster) Stop() {
 // through the API server (pods/log).
 var PodLog = []string{"epoch 1 loss 0.93", "epoch 2 loss 0.41"}
 
+// PodLogText is PodLog as a log read returns it: one line each, newline-ended.
+func PodLogText() string { return strings.Join(PodLog, "\n") + "\n" }
+
 // criLog writes lines in the container runtime's log format, which kwok reads.
 func criLog(lines []string) string {
 	var b strings.Builder
