@@ -270,19 +270,6 @@ func (t *btree[K, T]) ascendAfter(n *bnode[K], key K, fn func(T) bool) bool {
 	return true
 }
 
-// AppendAfter appends to dst up to n items greater than item, in order, and returns it.
-func (t *btree[K, T]) AppendAfter(dst []T, item T, n int) []T {
-	if n <= 0 {
-		return dst
-	}
-	start := len(dst)
-	t.AscendAfter(item, func(x T) bool {
-		dst = append(dst, x)
-		return len(dst)-start < n
-	})
-	return dst
-}
-
 func (t *btree[K, T]) each(keys []K, fn func(T) bool) bool {
 	for _, k := range keys {
 		if !fn(t.itemOf(k)) {

@@ -127,7 +127,7 @@ type share struct {
 	used     []int // U: held by active and stopping attempts
 	stopping []int // part of used held by stopping attempts
 	promised []int // needs of this share's earmarked jobs
-	queue    *btree[queueKey, *job]
+	queue    queue
 	actives  []*treap[victimKey, *job] // per type: active (not stopping) attempts holding it, victim order
 	all      *treap[victimKey, *job]   // all active attempts, victim order
 	heldBy   *job                      // overdue head the share held back for in the last pass
@@ -157,42 +157,6 @@ func New(cfg Config) *Scheduler {
 		cfg.MaxShares = 20
 	}
 	return &Scheduler{cfg: cfg, types: map[string]int{}, shares: map[string]*share{}, jobs: map[string]*job{}}
-}
-
-// queueKey orders a share's RUNNABLE jobs: priority high first, then submission time,
-// then id.
-//
-// The key is kept small (24 bytes), since the queue's nodes hold it inline: the id is
-// read through the job, which only equal priorities and submission times need.
-type queueKey struct {
-	prio      int32
-	submitted int64
-	j         *job
-}
-
-func queueKeyOf(j *job) queueKey { return queueKey{int32(j.prio), j.submitted, j} }
-
-func jobOfKey(k queueKey) *job { return k.j }
-
-func queueOrder(a, b queueKey) int {
-	if a.prio != b.prio {
-		return cmp.Compare(b.prio, a.prio)
-	}
-	if a.submitted != b.submitted {
-		return cmp.Compare(a.submitted, b.submitted)
-	}
-	if a.j == b.j {
-		return 0
-	}
-	return cmp.Compare(a.j.id, b.j.id)
-}
-
-// fifoOrder: submission time, then id (idleResourceAssignmentStrategy FIFO).
-func fifoOrder(a, b *job) int {
-	if a.submitted != b.submitted {
-		return cmp.Compare(a.submitted, b.submitted)
-	}
-	return cmp.Compare(a.id, b.id)
 }
 
 // victimKey orders candidate victims (SPEC.md section 4): lower priority first, then
@@ -337,7 +301,7 @@ func (s *Scheduler) SetShare(cfg Share) error {
 		return fmt.Errorf("quotaShareName: the job queue already has %d quota shares, the most it may have", s.cfg.MaxShares)
 	}
 	if sh == nil {
-		sh = &share{cfg: cfg, queue: newBTree(queueKeyOf, jobOfKey, queueOrder), all: newTreap(victimKeyOf, victimOrder)}
+		sh = &share{cfg: cfg, all: newTreap(victimKeyOf, victimOrder)}
 		s.shares[cfg.Name] = sh
 		s.order = append(s.order, sh)
 		slices.SortFunc(s.order, func(a, b *share) int { return cmp.Compare(a.cfg.Name, b.cfg.Name) })

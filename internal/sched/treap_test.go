@@ -88,13 +88,6 @@ func testOrderedSet(t *testing.T, newSet func() orderedSet[int], keys int) {
 			if !slices.Equal(rest, model[after:]) && !(len(rest) == 0 && after == len(model)) {
 				t.Fatalf("AscendAfter(%d) = %v, want %v", x, rest, model[after:])
 			}
-			if bt, ok := tr.(*btree[int, int]); ok {
-				n := x%7 + 1
-				want := model[after:min(after+n, len(model))]
-				if got := bt.AppendAfter(nil, x, n); !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
-					t.Fatalf("AppendAfter(%d, %d) = %v, want %v", x, n, got, want)
-				}
-			}
 		}
 		if m, ok := tr.Min(); ok != (len(model) > 0) || ok && m != model[0] {
 			t.Fatalf("Min = %d %v", m, ok)
