@@ -14,7 +14,8 @@ import (
 var benchTypes = []string{"ml.g5.xlarge", "ml.g5.12xlarge", "ml.g6.xlarge", "ml.p4d.24xlarge", "ml.p5.48xlarge"}
 
 // benchWorld is the issue's reference load: 20 shares over 5 instance types, `queued`
-// RUNNABLE jobs and `active` running attempts, with capacity for `free` more starts.
+// RUNNABLE jobs and `active` running attempts, with capacity for `free` more starts; the
+// jobs' priorities cycle through the first `priorities`.
 type benchWorld struct {
 	core      schedtest.Core
 	queued    []string
@@ -22,7 +23,7 @@ type benchWorld struct {
 	preempted int
 }
 
-func newBenchWorld(b *testing.B, core schedtest.Core, queued, active, free int) *benchWorld {
+func newBenchWorld(b *testing.B, core schedtest.Core, queued, active, free, priorities int) *benchWorld {
 	b.Helper()
 	const shares = 20
 	perType := active / len(benchTypes)
@@ -52,7 +53,7 @@ func newBenchWorld(b *testing.B, core schedtest.Core, queued, active, free int) 
 	w := &benchWorld{core: core}
 	t0 := time.Unix(1_700_000_000, 0)
 	submit := func(n int, id string) {
-		j := sched.Job{ID: id, Share: fmt.Sprintf("share-%02d", n%shares), Priority: n % 7,
+		j := sched.Job{ID: id, Share: fmt.Sprintf("share-%02d", n%shares), Priority: (n / shares) % priorities,
 			Need:        []quotashare.Demand{{InstanceType: benchTypes[(n+n/shares)%len(benchTypes)], Count: 1}},
 			SubmittedAt: t0.Add(time.Duration(n) * time.Millisecond)}
 		if err := core.Submit(j); err != nil {
@@ -103,7 +104,7 @@ func (w *benchWorld) pass(b *testing.B, now time.Time) {
 }
 
 func benchPass(b *testing.B, core schedtest.Core, queued, active, free int) {
-	w := newBenchWorld(b, core, queued, active, free)
+	w := newBenchWorld(b, core, queued, active, free, 7)
 	now := time.Unix(1_700_010_000, 0)
 	for b.Loop() {
 		now = now.Add(time.Second)
@@ -132,10 +133,11 @@ func BenchmarkPassVsReference(b *testing.B) {
 // BenchmarkEvents: events against 1,000,000 RUNNABLE jobs and 10,000 active attempts;
 // each is O(log n). Target: 500,000 events/s. The sub-benchmarks time one kind each:
 // submit (a new job), priority (a change on a random waiting job, the worst case for the
-// cache), remove (a waiting job terminated), and mixed (one of each in turn).
+// cache), remove (a waiting job terminated), mixed (one of each in turn), and
+// priority-spread (changes that spread the jobs over all 10,000 priorities).
 func BenchmarkEvents(b *testing.B) {
 	s := sched.New(sched.Config{})
-	w := newBenchWorld(b, s, 1_000_000, 10_000, 1_000)
+	w := newBenchWorld(b, s, 1_000_000, 10_000, 1_000, 7)
 	t0 := time.Unix(1_700_020_000, 0)
 	ids := make([]string, 0, 1<<17)
 	newJob := func(i int) sched.Job {
@@ -211,12 +213,22 @@ func BenchmarkEvents(b *testing.B) {
 		}
 		rate(b, 3)
 	})
+	b.Run("priority-spread", func(b *testing.B) {
+		// Changes to any of the 10,000 priorities, so a share's queue comes to hold
+		// thousands of priorities of a few jobs each (a queue per priority at its worst).
+		i := 0
+		for b.Loop() {
+			check(s.SetPriority(queuedID((i*7919)%len(w.queued)), quotashare.MaxPriority-(i*31)%(quotashare.MaxPriority+1)))
+			i++
+		}
+		rate(b, 1)
+	})
 }
 
 // BenchmarkFinish: an attempt finishing and a new one taking its place, with 10,000 active.
 func BenchmarkFinish(b *testing.B) {
 	s := sched.New(sched.Config{})
-	w := newBenchWorld(b, s, 0, 10_000, 0)
+	w := newBenchWorld(b, s, 0, 10_000, 0, 7)
 	_ = w
 	t0 := time.Unix(1_700_030_000, 0)
 	i := 0
@@ -235,20 +247,25 @@ func BenchmarkFinish(b *testing.B) {
 	b.ReportMetric(2*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
-// BenchmarkMemory reports the heap the core holds per queued job (1,000,000 jobs).
-// Target: at most 512 bytes per job.
+// BenchmarkMemory reports the heap the core holds per queued job (1,000,000 jobs), with
+// the jobs over 7 priorities and over all 10,000 (a share's queue keeps a tree per
+// priority). Target: at most 512 bytes per job.
 func BenchmarkMemory(b *testing.B) {
-	for b.Loop() {
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		s := sched.New(sched.Config{})
-		w := newBenchWorld(b, s, 1_000_000, 0, 0)
-		w.queued = nil // the benchmark's own id slice is not the core's
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/1e6, "bytes/job")
-		runtime.KeepAlive(s)
+	for _, prios := range []int{7, quotashare.MaxPriority + 1} {
+		b.Run(fmt.Sprintf("priorities=%d", prios), func(b *testing.B) {
+			for b.Loop() {
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				s := sched.New(sched.Config{})
+				w := newBenchWorld(b, s, 1_000_000, 0, 0, prios)
+				w.queued = nil // the benchmark's own id slice is not the core's
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/1e6, "bytes/job")
+				runtime.KeepAlive(s)
+			}
+		})
 	}
 }
 
@@ -257,7 +274,7 @@ func BenchmarkMemory(b *testing.B) {
 // phase examines BackfillDepth (1,000) jobs of every share and starts nothing.
 func BenchmarkPassWorstCase(b *testing.B) {
 	core := sched.New(sched.Config{})
-	w := newBenchWorld(b, core, 1_000_000, 10_000, 0)
+	w := newBenchWorld(b, core, 1_000_000, 10_000, 0, 7)
 	// Room on the first type only; queued jobs on it are removed so none can start.
 	var caps []quotashare.Demand
 	for i, ty := range benchTypes {
