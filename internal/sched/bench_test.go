@@ -53,7 +53,12 @@ func newBenchWorld(b *testing.B, core schedtest.Core, queued, active, free, prio
 	w := &benchWorld{core: core}
 	t0 := time.Unix(1_700_000_000, 0)
 	submit := func(n int, id string) {
-		j := sched.Job{ID: id, Share: fmt.Sprintf("share-%02d", n%shares), Priority: (n / shares) % priorities,
+		prio := n % priorities
+		if priorities%shares == 0 {
+			// n % priorities would give a share (every 20th job) only every 20th priority.
+			prio = (n / shares) % priorities
+		}
+		j := sched.Job{ID: id, Share: fmt.Sprintf("share-%02d", n%shares), Priority: prio,
 			Need:        []quotashare.Demand{{InstanceType: benchTypes[(n+n/shares)%len(benchTypes)], Count: 1}},
 			SubmittedAt: t0.Add(time.Duration(n) * time.Millisecond)}
 		if err := core.Submit(j); err != nil {
