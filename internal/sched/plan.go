@@ -85,7 +85,7 @@ type pass struct {
 // Plan runs one scheduling pass at time now and assumes its decisions (see the package doc).
 func (s *Scheduler) Plan(now time.Time) Plan {
 	s.pass++
-	p := &pass{s: s, now: now.UnixNano()}
+	p := &pass{s: s, now: now.UnixNano(), examined: s.examined[:0]}
 	p.shrinkEnvironment()
 	p.avail = make([]int, len(s.capacity))
 	for t := range p.avail {
@@ -104,10 +104,13 @@ func (s *Scheduler) Plan(now time.Time) Plan {
 		}
 		r := s.classify(j)
 		if j.reason == nil || *j.reason != r {
-			j.reason = &r
+			kept := r // only a changed reason is copied to the heap, not every one
+			j.reason = &kept
 			p.plan.Waiting = append(p.plan.Waiting, Wait{JobID: j.id, Reason: r})
 		}
 	}
+	clear(p.examined) // the jobs may go before the next pass
+	s.examined = p.examined[:0]
 	return p.plan
 }
 

@@ -145,6 +145,7 @@ type Scheduler struct {
 	order     []*share // shares sorted by name
 	jobs      map[string]*job
 	earmarks  []*earmark
+	examined  []*job // kept between passes for its capacity: a pass examines up to tens of thousands
 	pass      uint32
 }
 
