@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -127,6 +128,31 @@ func BenchmarkDescribeRaw(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "describes/s")
+}
+
+// BenchmarkDescribeCanned: the SDK client of BenchmarkDescribe against a net/http server
+// that answers every request with one of quotashare's real DescribeServiceJob answers,
+// stored once, and does nothing else (quotashare's server stays up, idle). It is about
+// the most any server could reach through the SDK on this machine, for comparison with
+// BenchmarkDescribe.
+func BenchmarkDescribeCanned(b *testing.B) {
+	s, _, ids := describeWorld(b)
+	resp, err := http.Post(s.URL+"/v1/describeservicejob", "application/json", strings.NewReader(`{"jobId":"`+ids[1]+`"}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), ids[1]) {
+		b.Fatalf("describe: status %d, %v: %s", resp.StatusCode, err, answer)
+	}
+	canned := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(answer)
+	}))
+	defer canned.Close()
+	sdkbench.Describe(b, sdkbench.Client(canned.URL), ids)
 }
 
 // BenchmarkSubmitToScheduled: 500 jobs/s arrive for 4 s while capacity is free (each
