@@ -1,9 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +27,68 @@ import (
 // package's in-process benchmark, the server's runtime (its garbage collector included)
 // is not shared with the SDK client's.
 func BenchmarkDescribeProcess(b *testing.B) {
+	s, ids := describeProcessWorld(b)
+	sdkbench.Describe(b, sdkbench.Client(s.url), ids)
+}
+
+// BenchmarkDescribeCannedProcess: the same SDK client against a plain net/http server in a
+// process of its own (this test binary, re-run) that answers every request with one
+// stored answer of the real server and does nothing else: about the most any server in
+// its own process can reach through the SDK on this machine, for comparison with
+// BenchmarkDescribeProcess.
+func BenchmarkDescribeCannedProcess(b *testing.B) {
+	s, ids := describeProcessWorld(b)
+	resp, err := http.Post(s.url+"/v1/describeservicejob", "application/json", strings.NewReader(`{"jobId":"`+ids[1]+`"}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), ids[1]) {
+		b.Fatalf("describe: status %d, %v: %s", resp.StatusCode, err, answer)
+	}
+	s.cmd.Process.Kill() // only the canned server runs while it is measured (the cleanup reaps it and its job)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), cannedEnv+"="+string(answer))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	url, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the canned server printed no URL: %v", err)
+	}
+	sdkbench.Describe(b, sdkbench.Client(strings.TrimSpace(url)), ids)
+}
+
+// cannedEnv carries the canned server's answer to the re-run test binary.
+const cannedEnv = "QUOTASHARE_TEST_CANNED_ANSWER"
+
+// serveCanned answers every request with answer on a free loopback port, printing its URL
+// first; it runs until killed.
+func serveCanned(answer string) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println("http://" + l.Addr().String())
+	http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answer)
+	}))
+	os.Exit(1)
+}
+
+// describeProcessWorld starts the real binary and queues 10,000 jobs through the SDK, one
+// of which runs.
+func describeProcessWorld(b *testing.B) (*serverProc, []string) {
 	s := startServer(b, filepath.Join(b.TempDir(), "data"), "--quiet")
 	c := sdkbench.Client(s.url)
 	setupQueue(b, c, 1, "a")
@@ -43,7 +112,7 @@ func BenchmarkDescribeProcess(b *testing.B) {
 	}
 	wg.Wait()
 	if b.Failed() {
-		return
+		b.FailNow()
 	}
-	sdkbench.Describe(b, c, ids)
+	return s, ids
 }

@@ -17,7 +17,13 @@ import (
 	"github.com/quotashare/quotashare/internal/kubeexec/kubetest"
 )
 
-func TestMain(m *testing.M) { kubetest.Main(m) }
+func TestMain(m *testing.M) {
+	if answer := os.Getenv(cannedEnv); answer != "" {
+		serveCanned(answer) // the test binary re-run as BenchmarkDescribeCannedProcess's server
+		return
+	}
+	kubetest.Main(m)
+}
 
 // TestServeKubernetes runs `quotashare serve --executor kubernetes` with a kubeconfig, a
 // namespace and an options file against a real API server, submits a job with the
