@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -38,15 +37,7 @@ func BenchmarkDescribeProcess(b *testing.B) {
 // BenchmarkDescribeProcess.
 func BenchmarkDescribeCannedProcess(b *testing.B) {
 	s, ids := describeProcessWorld(b)
-	resp, err := http.Post(s.url+"/v1/describeservicejob", "application/json", strings.NewReader(`{"jobId":"`+ids[1]+`"}`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	answer, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), ids[1]) {
-		b.Fatalf("describe: status %d, %v: %s", resp.StatusCode, err, answer)
-	}
+	answer := sdkbench.Answer(b, s.url, ids[1])
 	s.cmd.Process.Kill() // only the canned server runs while it is measured (the cleanup reaps it and its job)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), cannedEnv+"="+string(answer))
@@ -78,11 +69,7 @@ func serveCanned(answer string) {
 		os.Exit(1)
 	}
 	fmt.Println("http://" + l.Addr().String())
-	http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, answer)
-	}))
+	http.Serve(l, sdkbench.Canned([]byte(answer)))
 	os.Exit(1)
 }
 

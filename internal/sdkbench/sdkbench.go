@@ -4,7 +4,9 @@ package sdkbench
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,4 +46,30 @@ func Describe(b *testing.B, c *batch.Client, ids []string) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "describes/s")
+}
+
+// Answer returns the server at url's DescribeServiceJob answer for job id, read once
+// with a plain HTTP request, for Canned to repeat.
+func Answer(b *testing.B, url, id string) []byte {
+	b.Helper()
+	resp, err := http.Post(url+"/v1/describeservicejob", "application/json", strings.NewReader(`{"jobId":"`+id+`"}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), id) {
+		b.Fatalf("describe: status %d, %v: %s", resp.StatusCode, err, answer)
+	}
+	return answer
+}
+
+// Canned answers every request with answer and does nothing else: a server against which
+// Describe measures about the most any server can reach through the SDK on the machine.
+func Canned(answer []byte) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(answer)
+	})
 }

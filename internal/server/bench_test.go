@@ -137,20 +137,7 @@ func BenchmarkDescribeRaw(b *testing.B) {
 // BenchmarkDescribe.
 func BenchmarkDescribeCanned(b *testing.B) {
 	s, _, ids := describeWorld(b)
-	resp, err := http.Post(s.URL+"/v1/describeservicejob", "application/json", strings.NewReader(`{"jobId":"`+ids[1]+`"}`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	answer, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), ids[1]) {
-		b.Fatalf("describe: status %d, %v: %s", resp.StatusCode, err, answer)
-	}
-	canned := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(answer)
-	}))
+	canned := httptest.NewServer(sdkbench.Canned(sdkbench.Answer(b, s.URL, ids[1])))
 	defer canned.Close()
 	sdkbench.Describe(b, sdkbench.Client(canned.URL), ids)
 }
