@@ -1,6 +1,9 @@
 package sched
 
-import "cmp"
+import (
+	"cmp"
+	"slices"
+)
 
 // queue holds a share's RUNNABLE jobs in its order: priority high first, then submission
 // time, then id. It is one B-tree per priority present, in a slice sorted by priority.
@@ -49,16 +52,7 @@ func fifoOrder(a, b *job) int { return fifoKeyOrder(fifoKeyOf(a), fifoKeyOf(b)) 
 // find returns the index of priority prio's bucket, or where it would go, and whether it
 // is there.
 func (q *queue) find(prio int) (int, bool) {
-	lo, hi := 0, len(q.buckets)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if q.buckets[m].prio > prio {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo, lo < len(q.buckets) && q.buckets[lo].prio == prio
+	return slices.BinarySearchFunc(q.buckets, prio, func(b bucket, p int) int { return cmp.Compare(p, b.prio) })
 }
 
 // Len returns the number of jobs.
@@ -68,9 +62,7 @@ func (q *queue) Len() int { return q.size }
 func (q *queue) Insert(j *job) {
 	i, ok := q.find(j.prio)
 	if !ok {
-		q.buckets = append(q.buckets, bucket{})
-		copy(q.buckets[i+1:], q.buckets[i:])
-		q.buckets[i] = bucket{prio: j.prio, jobs: newBTree(fifoKeyOf, jobOfFIFOKey, fifoKeyOrder)}
+		q.buckets = slices.Insert(q.buckets, i, bucket{prio: j.prio, jobs: newBTree(fifoKeyOf, jobOfFIFOKey, fifoKeyOrder)})
 	}
 	q.buckets[i].jobs.Insert(j)
 	q.size++
@@ -84,9 +76,7 @@ func (q *queue) Delete(j *job) bool {
 	}
 	q.size--
 	if q.buckets[i].jobs.Len() == 0 {
-		copy(q.buckets[i:], q.buckets[i+1:])
-		q.buckets[len(q.buckets)-1] = bucket{}
-		q.buckets = q.buckets[:len(q.buckets)-1]
+		q.buckets = slices.Delete(q.buckets, i, i+1) // clears the freed slot
 	}
 	return true
 }
