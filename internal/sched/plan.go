@@ -94,8 +94,13 @@ func (s *Scheduler) Plan(now time.Time) Plan {
 	p.earmarked()
 	for _, sh := range s.order {
 		sh.heldBy = nil
+		sh.heldForBorrower = false
 	}
 	p.scan(p.ownEligible, p.visitOwn)
+	if p.earmarkedBorrowers() {
+		// The shares that held back for them get phase 1 for the jobs behind.
+		p.scan(func(sh *share) bool { return sh.heldForBorrower && p.ownEligible(sh) }, p.visitOwn)
+	}
 	p.scan(p.borrowEligible, p.visitBorrow)
 	p.scan(p.inShareEligible, p.visitInShare)
 	for _, j := range p.examined {
@@ -122,14 +127,21 @@ func (p *pass) mark(j *job) {
 }
 
 // earmarked starts the jobs that capacity was being freed for, in the order the capacity
-// was earmarked, and reserves for the others what their victims will not free.
+// was earmarked, and reserves for the others what their victims will not free. A job that
+// must borrow to start (an in-share preemption made room within its borrowing room) is
+// started only after phase 1, behind the lenders' own jobs (earmarkedBorrowers).
 func (p *pass) earmarked() {
 	s := p.s
 	for _, em := range slices.Clone(s.earmarks) {
 		j := em.job
-		if s.fitsOwn(j) && len(p.ownShortfall(j)) == 0 {
-			s.dropEarmark(em)
-			p.start(j)
+		if s.fitsOwn(j) {
+			if len(p.ownShortfall(j)) == 0 {
+				s.dropEarmark(em)
+				p.start(j)
+				continue
+			}
+		} else if s.canBorrow(j, p.avail) {
+			em.borrowReady = true
 			continue
 		}
 		if len(em.victims) == 0 {
@@ -138,6 +150,43 @@ func (p *pass) earmarked() {
 		}
 		p.reserve(j, em.victims)
 	}
+}
+
+// earmarkedBorrowers starts, after phase 1, the earmarked jobs that could borrow before
+// it and still can. One that no longer can (a lender's own jobs took the capacity back)
+// keeps waiting for its victims, or waits as usual if they are gone. It reports whether
+// there were any, so that the shares that held back for them get phase 1 again.
+func (p *pass) earmarkedBorrowers() bool {
+	s := p.s
+	any := false
+	for _, em := range slices.Clone(s.earmarks) {
+		if !em.borrowReady {
+			continue
+		}
+		em.borrowReady = false
+		any = true
+		j := em.job
+		if s.canBorrow(j, p.avail) {
+			s.dropEarmark(em)
+			p.start(j)
+		} else if len(em.victims) == 0 {
+			s.dropEarmark(em)
+		} else {
+			p.reserve(j, em.victims)
+		}
+	}
+	return any
+}
+
+// canStart reports whether j can start now without preempting: within its share's own
+// limit and the capacity the share may take, or by borrowing (rule 3). An in-share
+// preemption may have freed room for either.
+func (p *pass) canStart(j *job) bool {
+	s := p.s
+	if s.fitsOwn(j) {
+		return len(p.ownShortfall(j)) == 0
+	}
+	return s.canBorrow(j, p.avail)
 }
 
 // reserve holds back from avail, for waiting job j, what its stopping victims will not free.
@@ -348,7 +397,16 @@ func (p *pass) ownEligible(sh *share) bool {
 
 func (p *pass) visitOwn(j *job) bool {
 	s := p.s
-	if j.earmark != nil || s.neverFits(j) {
+	if j.earmark != nil {
+		// Lower-priority jobs of the share behind one about to borrow the room its
+		// preemption made wait for it; they must not take that room in phase 1.
+		if j.earmark.borrowReady {
+			j.sh.heldForBorrower = true
+			return false
+		}
+		return true
+	}
+	if s.neverFits(j) {
 		return true
 	}
 	if !s.fitsOwn(j) {

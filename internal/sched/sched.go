@@ -118,6 +118,8 @@ type earmark struct {
 	victims []*job // still stopping
 	rule    Rule
 	dead    bool
+	// borrowReady: the job can start by borrowing; it starts after phase 1 of this pass.
+	borrowReady bool
 }
 
 type share struct {
@@ -131,6 +133,8 @@ type share struct {
 	actives  []*treap[victimKey, *job] // per type: active (not stopping) attempts holding it, victim order
 	all      *treap[victimKey, *job]   // all active attempts, victim order
 	heldBy   *job                      // overdue head the share held back for in the last pass
+	// heldForBorrower: phase 1 of this pass stopped at an earmarked job about to borrow.
+	heldForBorrower bool
 	holding  int                       // attempts holding capacity, stopping ones included
 }
 

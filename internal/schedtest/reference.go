@@ -52,6 +52,8 @@ type refEarmark struct {
 	job     *refJob
 	victims []*refJob
 	rule    sched.Rule
+	// borrowReady: can start by borrowing; started after phase 1.
+	borrowReady bool
 }
 
 var _ Core = (*Reference)(nil)

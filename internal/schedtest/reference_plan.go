@@ -16,6 +16,7 @@ type refPass struct {
 	avail    map[string]int
 	plan     sched.Plan
 	examined []*refJob
+	held     map[string]bool // shares whose phase 1 stopped at a job about to borrow
 }
 
 // Plan implements Core: one scheduling pass, the same phases as sched in the plainest form.
@@ -33,6 +34,10 @@ func (r *Reference) Plan(now time.Time) sched.Plan {
 			p.start(j)
 			continue
 		}
+		if !r.fitsOwn(j) && r.canBorrow(j, p.avail) {
+			em.borrowReady = true // after phase 1, behind the lenders' own jobs
+			continue
+		}
 		if len(em.victims) == 0 {
 			r.drop(em)
 			continue
@@ -40,7 +45,27 @@ func (r *Reference) Plan(now time.Time) sched.Plan {
 		p.reserve(j, em.victims)
 	}
 	r.heldBy = map[string]string{}
+	p.held = map[string]bool{}
 	p.scan(p.ownEligible, p.visitOwn)
+	anyReady := false
+	for _, em := range slices.Clone(r.earmarks) {
+		if !em.borrowReady {
+			continue
+		}
+		em.borrowReady, anyReady = false, true
+		switch j := em.job; {
+		case r.canBorrow(j, p.avail):
+			r.drop(em)
+			p.start(j)
+		case len(em.victims) == 0:
+			r.drop(em)
+		default:
+			p.reserve(j, em.victims)
+		}
+	}
+	if anyReady {
+		p.scan(func(name string) bool { return p.held[name] && p.ownEligible(name) }, p.visitOwn)
+	}
 	p.scan(p.borrowEligible, p.visitBorrow)
 	p.scan(p.inShareEligible, p.visitInShare)
 	for _, j := range p.examined {
@@ -155,7 +180,14 @@ func (r *Reference) hasActive(share string) bool {
 
 func (p *refPass) visitOwn(j *refJob) bool {
 	r := p.r
-	if j.earmark != nil || r.neverFits(j) {
+	if j.earmark != nil {
+		if j.earmark.borrowReady { // the share's lower-priority jobs wait for it
+			p.held[j.share] = true
+			return false
+		}
+		return true
+	}
+	if r.neverFits(j) {
 		return true
 	}
 	if !r.fitsOwn(j) {
@@ -253,12 +285,36 @@ func covered(victims []*refJob, short []quotashare.Demand) bool {
 	return true
 }
 
-// prune drops, latest first, every victim the others can spare.
+// prune returns the fewest of victims (in the order taken) that cover short, and among
+// equally few the earliest taken, position by position: every subset, smallest first,
+// in lexicographic order of positions.
 func prune(victims []*refJob, short []quotashare.Demand) []*refJob {
-	for i := len(victims) - 1; i >= 0; i-- {
-		rest := append(slices.Clone(victims[:i]), victims[i+1:]...)
-		if covered(rest, short) {
-			victims = rest
+	m := len(victims)
+	for size := 1; size <= m; size++ {
+		idx := make([]int, size)
+		for i := range idx {
+			idx[i] = i
+		}
+		for {
+			pick := make([]*refJob, size)
+			for i, x := range idx {
+				pick[i] = victims[x]
+			}
+			if covered(pick, short) {
+				return pick
+			}
+			// next combination in lexicographic order
+			i := size - 1
+			for i >= 0 && idx[i] == m-size+i {
+				i--
+			}
+			if i < 0 {
+				break
+			}
+			idx[i]++
+			for k := i + 1; k < size; k++ {
+				idx[k] = idx[k-1] + 1
+			}
 		}
 	}
 	return victims
@@ -355,12 +411,20 @@ func (p *refPass) inShare(j *refJob) {
 			lower = append(lower, v)
 		}
 	}
+	// Per type, the least its own attempts must free for j to start under the share's
+	// rules: within max(s), within what it may take, the part above its limit within
+	// the idle capacity.
 	var short []quotashare.Demand
 	for _, d := range j.need {
 		t := d.InstanceType
-		s := max(d.Count-max(r.allowed(j.share, t, p.avail), 0), r.live(j.share, t)+d.Count-r.limit(j.share, t))
-		if s > 0 {
-			short = append(short, quotashare.Demand{InstanceType: t, Count: s})
+		f := 0
+		for ; f <= r.live(j.share, t) && !r.startsAfter(j.share, d, f, p.avail); f++ {
+		}
+		if f > r.live(j.share, t) {
+			return
+		}
+		if f > 0 {
+			short = append(short, quotashare.Demand{InstanceType: t, Count: f})
 		}
 	}
 	if len(short) == 0 {
@@ -382,6 +446,35 @@ func (p *refPass) inShare(j *refJob) {
 			return
 		}
 	}
+}
+
+// startsAfter: could share start d once its active attempts holding f of d's type stopped?
+func (r *Reference) startsAfter(share string, d quotashare.Demand, f int, avail map[string]int) bool {
+	t := d.InstanceType
+	u, l := r.live(share, t)-f, r.limit(share, t)
+	if m := r.maxOf(share, t); m >= 0 && u+d.Count > m {
+		return false
+	}
+	allowed := r.allowed(share, t, avail) + f
+	if allowed < d.Count {
+		return false
+	}
+	extra := max(0, u+d.Count-l) - max(0, u-l)
+	if extra == 0 {
+		return true
+	}
+	pool, borrowed := 0, 0
+	for name, o := range r.shares {
+		if name == share {
+			borrowed += max(0, u-l)
+			continue
+		}
+		borrowed += max(0, r.live(name, t)-r.limit(name, t))
+		if o.cfg.Strategy.Lends() {
+			pool += max(0, r.limit(name, t)-r.used(name, t)-r.promised(name, t))
+		}
+	}
+	return extra <= min(allowed, pool-borrowed)
 }
 
 // shrink preempts where usage not already stopping exceeds the environment's limit.
