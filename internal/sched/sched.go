@@ -135,7 +135,7 @@ type share struct {
 	heldBy   *job                      // overdue head the share held back for in the last pass
 	// heldForBorrower: phase 1 of this pass stopped at an earmarked job about to borrow.
 	heldForBorrower bool
-	holding  int                       // attempts holding capacity, stopping ones included
+	holding         int // attempts holding capacity, stopping ones included
 }
 
 // Scheduler is the scheduling core for one job queue. It is not safe for concurrent use.
