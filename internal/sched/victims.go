@@ -7,10 +7,9 @@ import "slices"
 // stopping), never one being preempted already. The share furthest over its limit goes
 // first (ties by share name); within a share, lower priority, then shorter time running,
 // then the newest job. Candidates are taken in that order while their share is still over
-// its limit and until the shortfall is covered: that run of candidates is the deepest the
-// choice may reach. The victims are then the fewest of that run that still cover the
-// shortfall, and among equally few the earliest taken (see fewest). An attempt started in
-// the same pass is never a victim (no start is undone by the pass that made it).
+// its limit and until the shortfall is covered; then, latest-taken first, every victim the
+// others can spare is dropped (see choose). An attempt started in the same pass is never
+// a victim (no start is undone by the pass that made it).
 
 // selection accumulates victims and what they free.
 type selection struct {
@@ -109,138 +108,28 @@ func covers(freed []int, short []need) bool {
 	return true
 }
 
-// choose returns the fewest of the victims taken so far that still cover short (see
-// fewest), and forgets the others.
+// choose returns the victims to preempt from those taken so far (in victim order): going
+// back from the latest taken, each is spared if the others still cover short. That is
+// the published rule exactly: of all sets of candidates that cover short, the chosen one
+// has the earliest latest member in victim order, then the earliest second-latest, and so
+// on; so a set that is part of another always wins, and no victim can be spared. (Sparing
+// the latest first is optimal for that order: when it decides a victim, every earlier
+// candidate is still in, which is the most the earlier choices can free.)
 func (sel *selection) choose(short []need) []*job {
-	sel.victims = fewest(sel.victims, short)
+	for i := len(sel.victims) - 1; i >= 0; i-- {
+		v := sel.victims[i]
+		for _, nd := range v.need {
+			sel.freed[nd.t] -= nd.n
+		}
+		if covers(sel.freed, short) {
+			sel.victims = slices.Delete(sel.victims, i, i+1)
+			continue
+		}
+		for _, nd := range v.need {
+			sel.freed[nd.t] += nd.n
+		}
+	}
 	return sel.victims
-}
-
-// fewestBudget bounds the search of fewest, in candidate sets looked at. Past it, fewest
-// keeps the irreducible set that pruning latest-taken first gives: every victim needed,
-// though perhaps not the fewest. Runs that long need dozens of candidates of several
-// instance types; single-type runs never backtrack and so never reach it.
-const fewestBudget = 20000
-
-// fewest returns the smallest subset of taken (victims in the order they were taken)
-// whose capacity covers short; among subsets equally small, the one whose members come
-// earliest in taken (compared position by position). taken as a whole covers short and
-// every prefix of it shorter by one does not, so its last member is in every answer.
-func fewest(taken []*job, short []need) []*job {
-	m := len(taken)
-	if m <= 1 {
-		return taken
-	}
-	// gives[i][k]: what taken[i] frees of short[k].
-	gives := make([][]int, m)
-	for i, v := range taken {
-		gives[i] = make([]int, len(short))
-		for k, sn := range short {
-			gives[i][k] = v.holds(sn.t)
-		}
-	}
-	// best(i, r, k): the most r members of taken[i:] can free of short[k], an optimistic
-	// bound (each type on its own); exact when short has one type.
-	scratch := make([]int, m)
-	best := func(i, r, k int) int {
-		vs := scratch[:0]
-		for _, g := range gives[i:] {
-			vs = append(vs, g[k])
-		}
-		if r >= len(vs) {
-			sum := 0
-			for _, v := range vs {
-				sum += v
-			}
-			return sum
-		}
-		slices.Sort(vs)
-		sum := 0
-		for _, v := range vs[len(vs)-r:] {
-			sum += v
-		}
-		return sum
-	}
-	residual := make([]int, len(short))
-	for k, sn := range short {
-		residual[k] = sn.n
-	}
-	pick := make([]int, 0, m)
-	budget := fewestBudget
-	// search fills pick with r more members from taken[i:], in increasing positions,
-	// covering residual; the first found is the earliest.
-	var search func(i, r int) bool
-	search = func(i, r int) bool {
-		done := true
-		for k := range residual {
-			if residual[k] > 0 {
-				done = false
-				if r == 0 || best(i, r, k) < residual[k] {
-					return false
-				}
-			}
-		}
-		if done {
-			return true
-		}
-		for x := i; x <= m-r; x++ {
-			if budget--; budget < 0 {
-				return false
-			}
-			pick = append(pick, x)
-			for k := range residual {
-				residual[k] -= gives[x][k]
-			}
-			if search(x+1, r-1) {
-				return true
-			}
-			for k := range residual {
-				residual[k] += gives[x][k]
-			}
-			pick = pick[:len(pick)-1]
-		}
-		return false
-	}
-	for size := 1; size <= m; size++ {
-		pick = pick[:0]
-		if search(0, size) {
-			out := make([]*job, len(pick))
-			for n, x := range pick {
-				out[n] = taken[x]
-			}
-			return out
-		}
-		if budget < 0 {
-			break
-		}
-	}
-	return pruneLatestFirst(taken, short)
-}
-
-// pruneLatestFirst drops, latest-taken first, every victim the rest can spare.
-func pruneLatestFirst(taken []*job, short []need) []*job {
-	victims := slices.Clone(taken)
-	freed := make([]int, len(short))
-	for k, sn := range short {
-		for _, v := range victims {
-			freed[k] += v.holds(sn.t)
-		}
-	}
-	for i := len(victims) - 1; i >= 0; i-- {
-		spare := true
-		for k, sn := range short {
-			if freed[k]-victims[i].holds(sn.t) < sn.n {
-				spare = false
-			}
-		}
-		if spare {
-			for k, sn := range short {
-				freed[k] -= victims[i].holds(sn.t)
-			}
-			victims = slices.Delete(victims, i, i+1)
-		}
-	}
-	return victims
 }
 
 // reclaimable is the capacity of type t that shares other than req borrow, not counting

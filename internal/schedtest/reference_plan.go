@@ -285,36 +285,12 @@ func covered(victims []*refJob, short []quotashare.Demand) bool {
 	return true
 }
 
-// prune returns the fewest of victims (in the order taken) that cover short, and among
-// equally few the earliest taken, position by position: every subset, smallest first,
-// in lexicographic order of positions.
+// prune drops, latest first, every victim the others can spare.
 func prune(victims []*refJob, short []quotashare.Demand) []*refJob {
-	m := len(victims)
-	for size := 1; size <= m; size++ {
-		idx := make([]int, size)
-		for i := range idx {
-			idx[i] = i
-		}
-		for {
-			pick := make([]*refJob, size)
-			for i, x := range idx {
-				pick[i] = victims[x]
-			}
-			if covered(pick, short) {
-				return pick
-			}
-			// next combination in lexicographic order
-			i := size - 1
-			for i >= 0 && idx[i] == m-size+i {
-				i--
-			}
-			if i < 0 {
-				break
-			}
-			idx[i]++
-			for k := i + 1; k < size; k++ {
-				idx[k] = idx[k-1] + 1
-			}
+	for i := len(victims) - 1; i >= 0; i-- {
+		rest := append(slices.Clone(victims[:i]), victims[i+1:]...)
+		if covered(rest, short) {
+			victims = rest
 		}
 	}
 	return victims
