@@ -51,8 +51,12 @@ type Preemption struct {
 	ForJob, ForShare string
 	// Reason is the statusReason text for the preempted attempt.
 	Reason string
-	// Shortfall is the capacity the decision's victims together had to free; every victim
-	// is needed to cover it (SPEC invariant 7).
+	// Shortfall is, per instance type, the capacity the decision's victims together had
+	// to free. For in-share and environment-shrunk preemptions it is the least amount
+	// that lets the job start (or the environment fit), each victim needed to cover it;
+	// for a reclaim it is what the victims free, each of them needed for the job to
+	// start (a victim frees all it holds, which may be more than its share borrows).
+	// SPEC invariant 7.
 	Shortfall []quotashare.Demand
 }
 
@@ -417,13 +421,12 @@ func (p *pass) visitOwn(j *job) bool {
 		}
 		return true
 	}
-	short := p.ownShortfall(j)
-	if len(short) == 0 {
+	if len(p.ownShortfall(j)) == 0 {
 		p.start(j)
 		return true
 	}
-	if victims, ok := s.reclaimVictims(j.sh, short); ok {
-		p.preempt(j, victims, short, RuleReclaim)
+	if victims, freed, ok := s.reclaimVictims(j, p.avail); ok {
+		p.preempt(j, victims, freed, RuleReclaim)
 		return true
 	}
 	p.tryInShare(j)
@@ -446,11 +449,28 @@ func (p *pass) tryInShare(j *job) {
 func (p *pass) ownShortfall(j *job) []need {
 	var short []need
 	for _, nd := range j.need {
-		if d := nd.n - max(p.s.allowed(j.sh, nd.t, p.avail), 0); d > 0 {
+		// Not clamped at 0: where less than nothing is allowed (usage over a lowered
+		// limit sits on capacity a RESERVE share keeps, or on capacity no share owns),
+		// that much more must be freed before the job can start.
+		if d := nd.n - p.s.allowed(j.sh, nd.t, p.avail); d > 0 {
 			short = append(short, need{t: nd.t, n: d})
 		}
 	}
 	return short
+}
+
+// allowedAfter is allowed once the victims taken in sel have stopped: what they free is
+// free, and the shares they come from use less (so a RESERVE share taken below its limit
+// keeps the idle capacity that gives it).
+func (s *Scheduler) allowedAfter(sh *share, t int, avail []int, sel *selection) int {
+	owned, kept := 0, 0
+	for _, o := range s.order {
+		owned += o.limit[t]
+		if o != sh && o.cfg.Strategy == quotashare.Reserve {
+			kept += max(0, o.limit[t]-o.used[t]+sel.takenOf(o, t))
+		}
+	}
+	return avail[t] + sel.freed[t] - max(0, kept+s.capacity[t]-owned)
 }
 
 // allowed is the capacity of type t share sh may take: avail less what other shares are

@@ -22,15 +22,13 @@ type selection struct {
 }
 
 func (s *Scheduler) newSelection() *selection {
-	return &selection{s: s, taken: map[*job]bool{}, freed: make([]int, len(s.typeNames)), cursor: map[[2]int]*job{}}
+	return &selection{s: s, taken: map[*job]bool{}, freed: make([]int, len(s.typeNames)), cursor: map[[2]int]*job{},
+		takenU: make([][]int, len(s.order))}
 }
 
 func (sel *selection) take(v *job) {
 	sel.taken[v] = true
 	sel.victims = append(sel.victims, v)
-	if sel.takenU == nil {
-		sel.takenU = make([][]int, len(sel.s.order))
-	}
 	if sel.takenU[v.sh.idx] == nil {
 		sel.takenU[v.sh.idx] = make([]int, len(sel.s.typeNames))
 	}
@@ -43,11 +41,7 @@ func (sel *selection) take(v *job) {
 // over is how far share o is over its limit for t, not counting stopping attempts or
 // attempts already taken.
 func (sel *selection) over(o *share, t int) int {
-	ov := o.used[t] - o.stopping[t] - o.limit[t]
-	if sel.takenU != nil && sel.takenU[o.idx] != nil {
-		ov -= sel.takenU[o.idx][t]
-	}
-	return ov
+	return o.used[t] - o.stopping[t] - o.limit[t] - sel.takenOf(o, t)
 }
 
 // nextIn returns the next untaken candidate holding t in share o, in victim order.
@@ -70,29 +64,36 @@ func (sel *selection) nextIn(o *share, t int) *job {
 	return v
 }
 
-// fromBorrowers takes victims from shares over their limit (other than req) until
-// freed[t] >= short for every entry, and reports whether it got there.
-func (sel *selection) fromBorrowers(req *share, short []need) bool {
-	for _, sn := range short {
-		for sel.freed[sn.t] < sn.n {
+// fromBorrowers takes victims from shares over their limit (other than req) for each type
+// t of types in turn, until enough(t) or no share is over for t, and reports whether it
+// got there for all of them at the end (a victim taken for one type frees the others it
+// holds too).
+func (sel *selection) fromBorrowers(req *share, types []int, enough func(t int) bool) bool {
+	for _, t := range types {
+		for !enough(t) {
 			var best *share
 			bestOver := 0
 			for _, o := range sel.s.order {
 				if o == req {
 					continue
 				}
-				if ov := sel.over(o, sn.t); ov > bestOver {
+				if ov := sel.over(o, t); ov > bestOver {
 					best, bestOver = o, ov
 				}
 			}
 			if best == nil {
-				return false
+				break
 			}
-			v := sel.nextIn(best, sn.t)
+			v := sel.nextIn(best, t)
 			if v == nil {
-				return false
+				break
 			}
 			sel.take(v)
+		}
+	}
+	for _, t := range types {
+		if !enough(t) {
+			return false
 		}
 	}
 	return true
@@ -108,28 +109,40 @@ func covers(freed []int, short []need) bool {
 	return true
 }
 
+// count adds (sign 1) or takes back (sign -1) what victim v frees.
+func (sel *selection) count(v *job, sign int) {
+	for _, nd := range v.need {
+		sel.freed[nd.t] += sign * nd.n
+		sel.takenU[v.sh.idx][nd.t] += sign * nd.n
+	}
+}
+
 // choose returns the victims to preempt from those taken so far (in victim order): going
-// back from the latest taken, each is spared if the others still cover short. That is
-// the published rule exactly: of all sets of candidates that cover short, the chosen one
-// has the earliest latest member in victim order, then the earliest second-latest, and so
-// on; so a set that is part of another always wins, and no victim can be spared. (Sparing
-// the latest first is optimal for that order: when it decides a victim, every earlier
-// candidate is still in, which is the most the earlier choices can free.)
-func (sel *selection) choose(short []need) []*job {
+// back from the latest taken, each is spared if done still holds without it. That is
+// the published rule exactly: of all sets of candidates for which done holds, the chosen
+// one has the earliest latest member in victim order, then the earliest second-latest,
+// and so on; so a set that is part of another always wins, and no victim can be spared.
+// (Sparing the latest first is optimal for that order: when it decides a victim, every
+// earlier candidate is still in, which is the most the earlier choices can free.)
+func (sel *selection) choose(done func() bool) []*job {
 	for i := len(sel.victims) - 1; i >= 0; i-- {
 		v := sel.victims[i]
-		for _, nd := range v.need {
-			sel.freed[nd.t] -= nd.n
-		}
-		if covers(sel.freed, short) {
+		sel.count(v, -1)
+		if done() {
 			sel.victims = slices.Delete(sel.victims, i, i+1)
 			continue
 		}
-		for _, nd := range v.need {
-			sel.freed[nd.t] += nd.n
-		}
+		sel.count(v, 1)
 	}
 	return sel.victims
+}
+
+// takenOf is the capacity of type t taken from share o so far.
+func (sel *selection) takenOf(o *share, t int) int {
+	if sel.takenU == nil || sel.takenU[o.idx] == nil {
+		return 0
+	}
+	return sel.takenU[o.idx][t]
 }
 
 // reclaimable is the capacity of type t that shares other than req borrow, not counting
@@ -144,24 +157,39 @@ func (s *Scheduler) reclaimable(req *share, t int) int {
 	return total
 }
 
-// reclaimVictims chooses the attempts to preempt so that share req gets short back. It
-// preempts nothing unless borrowed capacity covers the whole shortfall.
-func (s *Scheduler) reclaimVictims(req *share, short []need) ([]*job, bool) {
-	if len(short) == 0 {
-		return nil, false
+// reclaimVictims chooses the attempts to preempt so that job j, within its share's own
+// limit, can start once they have stopped: per type, its need within what its share may
+// take then (allowedAfter). Victims are attempts of shares over their limit, taken while
+// the share is still over. A victim frees all it holds, so a multi-instance one may free
+// more than its share borrows, and may take a RESERVE share below its limit, which then
+// keeps its idle capacity: so the test is what the job could take, not a sum of what the
+// victims free. It returns the victims and, per type, what they free.
+func (s *Scheduler) reclaimVictims(j *job, avail []int) ([]*job, []need, bool) {
+	sel := s.newSelection()
+	types := make([]int, len(j.need))
+	for i, nd := range j.need {
+		types[i] = nd.t
 	}
-	for _, sn := range short {
-		if s.reclaimable(req, sn.t) < sn.n {
-			return nil, false
+	enough := func(t int) bool { return j.holds(t) <= s.allowedAfter(j.sh, t, avail, sel) }
+	if !sel.fromBorrowers(j.sh, types, enough) {
+		return nil, nil, false
+	}
+	victims := sel.choose(func() bool {
+		for _, t := range types {
+			if !enough(t) {
+				return false
+			}
+		}
+		return true
+	})
+	var freed []need
+	for _, t := range types {
+		if sel.freed[t] > 0 {
+			freed = append(freed, need{t: t, n: sel.freed[t]})
 		}
 	}
-	sel := s.newSelection()
-	if !sel.fromBorrowers(req, short) {
-		return nil, false
-	}
-	return sel.choose(short), true
+	return victims, freed, true
 }
-
 // inShareVictims chooses strictly lower-priority attempts of j's own share so that j can
 // start under its share's rules once they have stopped: within the share's own limit, or,
 // where its strategy and borrowLimit allow, by borrowing the lenders' idle capacity for
@@ -195,7 +223,7 @@ func (s *Scheduler) inShareVictims(j *job, avail []int) ([]*job, []need, bool) {
 	if !found {
 		return nil, nil, false
 	}
-	return sel.choose(short), short, true
+	return sel.choose(func() bool { return covers(sel.freed, short) }), short, true
 }
 
 // inShareShortfall is, per type j needs, the least capacity of that type j's share must
@@ -274,7 +302,7 @@ func (p *pass) shrinkEnvironment() {
 		}
 		short := []need{{t: t, n: over}}
 		sel := s.newSelection()
-		if !sel.fromBorrowers(nil, short) {
+		if !sel.fromBorrowers(nil, []int{t}, func(t int) bool { return sel.freed[t] >= over }) {
 			var rest []*job
 			for _, o := range s.order {
 				o.actives[t].Ascend(func(v *job) bool {
@@ -292,7 +320,7 @@ func (p *pass) shrinkEnvironment() {
 				sel.take(v)
 			}
 		}
-		for _, v := range sel.choose(short) {
+		for _, v := range sel.choose(func() bool { return covers(sel.freed, short) }) {
 			capT, usedT := s.capacity[t], s.used[t]
 			s.markStopping(v)
 			p.plan.Preemptions = append(p.plan.Preemptions, Preemption{

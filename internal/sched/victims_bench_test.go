@@ -9,11 +9,13 @@ import (
 )
 
 // BenchmarkReclaimVictims: choosing victims for a reclaim of 50 instances among 10,000
-// active attempts of 20 shares, all over their limits. Target: under 1 ms.
+// active attempts of 20 shares, all over their limits. Target: under 1 ms. The capacity is
+// the shares' limits (2,100, far below the 20,000 in use, as after the limits were
+// lowered), so that the job must free exactly its need of 50.
 func BenchmarkReclaimVictims(b *testing.B) {
 	s := New(Config{MaxShares: 21})
 	const ty = "ml.g5.xlarge"
-	if err := s.SetCapacity([]quotashare.Demand{{InstanceType: ty, Count: 20_000}}); err != nil {
+	if err := s.SetCapacity([]quotashare.Demand{{InstanceType: ty, Count: 2_100}}); err != nil {
 		b.Fatal(err)
 	}
 	for i := range 21 {
@@ -31,12 +33,16 @@ func BenchmarkReclaimVictims(b *testing.B) {
 		}
 	}
 	s.pass = 1 // as in a pass: attempts restored before it are candidates
-	req := s.shares["s00"]
-	short := []need{{t: s.types[ty], n: 50}}
+	if err := s.Submit(Job{ID: "want", Share: "s00", Priority: 1, Need: []quotashare.Demand{{InstanceType: ty, Count: 50}},
+		SubmittedAt: t0}); err != nil {
+		b.Fatal(err)
+	}
+	j := s.jobs["want"]
+	avail := make([]int, len(s.capacity)) // nothing free
 	var victims []*job
 	for b.Loop() {
 		var ok bool
-		victims, ok = s.reclaimVictims(req, short)
+		victims, _, ok = s.reclaimVictims(j, avail)
 		if !ok {
 			b.Fatal("no victims")
 		}

@@ -340,7 +340,7 @@ func (r *Reference) fitsOwn(j *refJob) bool {
 func (r *Reference) ownShort(j *refJob, avail map[string]int) []quotashare.Demand {
 	var short []quotashare.Demand
 	for _, d := range j.need {
-		if s := d.Count - max(r.allowed(j.share, d.InstanceType, avail), 0); s > 0 {
+		if s := d.Count - r.allowed(j.share, d.InstanceType, avail); s > 0 {
 			short = append(short, quotashare.Demand{InstanceType: d.InstanceType, Count: s})
 		}
 	}

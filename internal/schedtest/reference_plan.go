@@ -196,25 +196,56 @@ func (p *refPass) visitOwn(j *refJob) bool {
 		}
 		return true
 	}
-	short := r.ownShort(j, p.avail)
-	if len(short) == 0 {
+	if len(r.ownShort(j, p.avail)) == 0 {
 		p.start(j)
 		return true
 	}
-	for _, s := range short {
-		if r.reclaimable(j.share, s.InstanceType) < s.Count {
-			p.inShare(j)
-			return true
-		}
-	}
 	taken := map[*refJob]bool{}
 	var victims []*refJob
-	if !r.fromBorrowers(j.share, short, taken, &victims) {
+	var types []string
+	for _, d := range j.need {
+		types = append(types, d.InstanceType)
+	}
+	startsAfter := func(vs []*refJob, t string) bool { return holds(j, t) <= r.allowedAfter(j.share, t, p.avail, vs) }
+	enough := func(t string) bool { return startsAfter(victims, t) }
+	if !r.fromBorrowers(j.share, types, taken, &victims, enough) {
 		p.inShare(j)
 		return true
 	}
-	p.preempt(j, prune(victims, short), short, sched.RuleReclaim)
+	victims = prune(victims, func(vs []*refJob) bool {
+		for _, t := range types {
+			if !startsAfter(vs, t) {
+				return false
+			}
+		}
+		return true
+	})
+	var freedBy []quotashare.Demand
+	for _, t := range types {
+		if n := freed(victims, t); n > 0 {
+			freedBy = append(freedBy, quotashare.Demand{InstanceType: t, Count: n})
+		}
+	}
+	p.preempt(j, victims, freedBy, sched.RuleReclaim)
 	return true
+}
+
+// allowedAfter: allowed once the victims have stopped (their shares use less).
+func (r *Reference) allowedAfter(share, t string, avail map[string]int, victims []*refJob) int {
+	owned, kept := 0, 0
+	for name, o := range r.shares {
+		owned += o.limits[t]
+		if name != share && o.cfg.Strategy == quotashare.Reserve {
+			u := r.used(name, t)
+			for _, v := range victims {
+				if v.share == name {
+					u -= holds(v, t)
+				}
+			}
+			kept += max(0, o.limits[t]-u)
+		}
+	}
+	return avail[t] + freed(victims, t) - max(0, kept+r.capacity[t]-owned)
 }
 
 func (r *Reference) reclaimable(except, t string) int {
@@ -228,11 +259,10 @@ func (r *Reference) reclaimable(except, t string) int {
 }
 
 // fromBorrowers takes victims from the share furthest over its limit (ties by name), in
-// victim order, while that share is over and the shortfall is not covered.
-func (r *Reference) fromBorrowers(except string, short []quotashare.Demand, taken map[*refJob]bool, victims *[]*refJob) bool {
-	for _, s := range short {
-		t := s.InstanceType
-		for freed(*victims, t) < s.Count {
+// victim order, while that share is over and, type by type, not enough is freed.
+func (r *Reference) fromBorrowers(except string, types []string, taken map[*refJob]bool, victims *[]*refJob, enough func(t string) bool) bool {
+	for _, t := range types {
+		for !enough(t) {
 			best, bestOver := "", 0
 			for _, name := range r.shareNames() {
 				if name == except {
@@ -249,7 +279,7 @@ func (r *Reference) fromBorrowers(except string, short []quotashare.Demand, take
 				}
 			}
 			if best == "" {
-				return false
+				break
 			}
 			var cands []*refJob
 			for _, v := range r.jobs {
@@ -258,11 +288,16 @@ func (r *Reference) fromBorrowers(except string, short []quotashare.Demand, take
 				}
 			}
 			if len(cands) == 0 {
-				return false
+				break
 			}
 			slices.SortFunc(cands, victimLess)
 			taken[cands[0]] = true
 			*victims = append(*victims, cands[0])
+		}
+	}
+	for _, t := range types {
+		if !enough(t) {
+			return false
 		}
 	}
 	return true
@@ -285,11 +320,11 @@ func covered(victims []*refJob, short []quotashare.Demand) bool {
 	return true
 }
 
-// prune drops, latest first, every victim the others can spare.
-func prune(victims []*refJob, short []quotashare.Demand) []*refJob {
+// prune drops, latest first, every victim the others can spare while done holds.
+func prune(victims []*refJob, done func([]*refJob) bool) []*refJob {
 	for i := len(victims) - 1; i >= 0; i-- {
 		rest := append(slices.Clone(victims[:i]), victims[i+1:]...)
-		if covered(rest, short) {
+		if done(rest) {
 			victims = rest
 		}
 	}
@@ -418,7 +453,7 @@ func (p *refPass) inShare(j *refJob) {
 		}
 		victims = append(victims, v)
 		if covered(victims, short) {
-			p.preempt(j, prune(victims, short), short, sched.RuleInShare)
+			p.preempt(j, prune(victims, func(vs []*refJob) bool { return covered(vs, short) }), short, sched.RuleInShare)
 			return
 		}
 	}
@@ -468,7 +503,7 @@ func (p *refPass) shrink() {
 		short := []quotashare.Demand{{InstanceType: t, Count: over}}
 		taken := map[*refJob]bool{}
 		var victims []*refJob
-		if !r.fromBorrowers("", short, taken, &victims) {
+		if !r.fromBorrowers("", []string{t}, taken, &victims, func(t string) bool { return freed(victims, t) >= over }) {
 			var rest []*refJob
 			for _, v := range r.jobs {
 				if v.state == "active" && holds(v, t) > 0 && !taken[v] {
@@ -489,7 +524,7 @@ func (p *refPass) shrink() {
 			}
 		}
 		total := r.total(t)
-		for _, v := range prune(victims, short) {
+		for _, v := range prune(victims, func(vs []*refJob) bool { return covered(vs, short) }) {
 			v.state = "stopping"
 			p.plan.Preemptions = append(p.plan.Preemptions, sched.Preemption{JobID: v.id, Share: v.share,
 				Rule:      sched.RuleEnvironmentShrunk,
