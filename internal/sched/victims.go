@@ -190,6 +190,7 @@ func (s *Scheduler) reclaimVictims(j *job, avail []int) ([]*job, []need, bool) {
 	}
 	return victims, freed, true
 }
+
 // inShareVictims chooses strictly lower-priority attempts of j's own share so that j can
 // start under its share's rules once they have stopped: within the share's own limit, or,
 // where its strategy and borrowLimit allow, by borrowing the lenders' idle capacity for
