@@ -301,6 +301,15 @@ func (p *pass) scan(eligible func(*share) bool, visit func(*job) bool) {
 		next, ok := p.next(best, sh, j)
 		scanned[best]++
 		p.mark(j)
+		if s.heldAt(j, p.now) {
+			// Held after the executor's refusal: it neither starts nor preempts, nor
+			// does the share hold back for it.
+			head[best] = next
+			if !ok || scanned[best] >= s.cfg.BackfillDepth {
+				done[best] = true
+			}
+			continue
+		}
 		cont := visit(j)
 		if !firstLive[best] && !s.neverFits(j) {
 			firstLive[best] = true

@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/quotashare/quotashare"
 )
@@ -41,7 +42,24 @@ const (
 	ReasonQueuedBehind ReasonCode = "QUEUED_BEHIND"
 	// ReasonPending: the job arrived (or was requeued) after the last pass.
 	ReasonPending ReasonCode = "PENDING"
+	// ReasonExecutorCapacity: the executor refused the job's last attempt for lack of
+	// capacity on its side (free GPUs, a cluster's quota); the job is held until the
+	// executor's capacity changes or its backoff has passed (Scheduler.Hold). AWS Batch's
+	// own code for a job it cannot place for lack of instances.
+	ReasonExecutorCapacity ReasonCode = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
 )
+
+// TimeLimitReason is the jobStateTimeLimitActions reason that matches the code (AWS's
+// three for SageMaker queues), or "" if none does.
+func (c ReasonCode) TimeLimitReason() string {
+	switch c {
+	case ReasonEnvironmentMax, ReasonExecutorCapacity:
+		return string(c)
+	case ReasonShareLimitExceeded, ReasonBorrowLimitExceeded, ReasonBorrowableExceeded:
+		return string(ReasonShareLimitExceeded)
+	}
+	return ""
+}
 
 // Reason is why a job waits, with the numbers that make it so.
 type Reason struct {
@@ -58,9 +76,13 @@ type Reason struct {
 	Stopping     int // held by attempts being stopped, in all shares (NO_FREE_CAPACITY)
 	Strategy     quotashare.Strategy
 	BorrowLimit  int
-	// Other names the jobs or share the reason refers to; Count how many.
+	// Other names the jobs or share the reason refers to; Count how many. For
+	// ReasonExecutorCapacity, Other is the executor's word and Count how many refusals
+	// in a row.
 	Other string
 	Count int
+	// Until is, for ReasonExecutorCapacity, when the hold ends at the latest (Unix ns).
+	Until int64
 }
 
 // String is the statusReason text: the code, " - ", and a sentence.
@@ -112,6 +134,9 @@ func (r Reason) Text() string {
 		return fmt.Sprintf("%d job(s) of share %s are ahead of this one", r.Count, r.Share)
 	case ReasonPending:
 		return "waiting for the next scheduling pass"
+	case ReasonExecutorCapacity:
+		return fmt.Sprintf("the executor refused the attempt for lack of capacity (%s; refusal %d in a row); the job is tried again when the executor's capacity changes, and at the latest at %s",
+			r.Other, r.Count, time.Unix(0, r.Until).UTC().Format(time.RFC3339))
 	}
 	return string(r.Code)
 }
@@ -131,6 +156,9 @@ func (s *Scheduler) reason(j *job, code ReasonCode, nd need) Reason {
 func (s *Scheduler) classify(j *job) Reason {
 	if r, bad := s.misconfigured(j); bad {
 		return r
+	}
+	if j.hold != nil {
+		return s.heldReason(j)
 	}
 	sh := j.sh
 	if em := j.earmark; em != nil {
@@ -201,6 +229,9 @@ func (s *Scheduler) Reason(id string) (Reason, bool) {
 	if r, bad := s.misconfigured(j); bad {
 		return r, true
 	}
+	if j.hold != nil {
+		return s.heldReason(j), true
+	}
 	if j.reason != nil && j.seen == s.pass {
 		return *j.reason, true
 	}
@@ -240,4 +271,10 @@ func (s *Scheduler) preemptionText(v, j *job, rule Rule) string {
 
 func (s *Scheduler) shrinkText(t, capT, usedT int) string {
 	return fmt.Sprintf("Service environment capacity lowered: limit of %d %s is below the %d in use", capT, s.typeNames[t], usedT)
+}
+
+func (s *Scheduler) heldReason(j *job) Reason {
+	r := s.reason(j, ReasonExecutorCapacity, j.need[0])
+	r.Other, r.Count, r.Until = j.hold.detail, j.hold.refusals, j.hold.until
+	return r
 }

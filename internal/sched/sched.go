@@ -110,6 +110,15 @@ type job struct {
 	earmark       *earmark // capacity being freed for this waiting job
 	victimOf      *earmark // the earmark this stopping attempt frees capacity for
 	reason        *Reason  // last reason reported for this waiting job
+	hold          *hold    // set while the executor's refusal keeps the job out of passes
+}
+
+// hold keeps a waiting job out of scheduling passes after the executor refused its attempt
+// for lack of capacity.
+type hold struct {
+	until    int64 // Unix ns
+	detail   string
+	refusals int
 }
 
 // earmark is capacity being freed by preemption for one waiting job.
@@ -151,6 +160,7 @@ type Scheduler struct {
 	earmarks  []*earmark
 	examined  []*job // kept between passes for its capacity: a pass examines up to tens of thousands
 	pass      uint32
+	held      map[*job]bool // waiting jobs with a hold
 }
 
 // New returns an empty Scheduler.
@@ -161,7 +171,7 @@ func New(cfg Config) *Scheduler {
 	if cfg.MaxShares <= 0 {
 		cfg.MaxShares = 20
 	}
-	return &Scheduler{cfg: cfg, types: map[string]int{}, shares: map[string]*share{}, jobs: map[string]*job{}}
+	return &Scheduler{cfg: cfg, types: map[string]int{}, shares: map[string]*share{}, jobs: map[string]*job{}, held: map[*job]bool{}}
 }
 
 // victimKey orders candidate victims (SPEC.md section 4): lower priority first, then
@@ -536,8 +546,64 @@ func (s *Scheduler) Remove(id string) error {
 	if j.earmark != nil {
 		s.dropEarmark(j.earmark)
 	}
+	s.unhold(j)
 	delete(s.jobs, id)
 	return nil
+}
+
+// Hold keeps a RUNNABLE job out of scheduling passes until until, or until ReleaseHeld:
+// the executor refused its last attempt for lack of capacity on its side. The job keeps
+// its place in its share's queue; it starts or preempts nothing while held, and its reason
+// is ReasonExecutorCapacity with detail (the executor's word, with its numbers) and the
+// count of refusals in a row.
+func (s *Scheduler) Hold(id string, until time.Time, detail string, refusals int) error {
+	j, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	if j.state != queued {
+		return fmt.Errorf("job %s is not waiting: only a RUNNABLE job is held", id)
+	}
+	if j.earmark != nil {
+		s.dropEarmark(j.earmark)
+	}
+	j.hold = &hold{until: until.UnixNano(), detail: detail, refusals: refusals}
+	j.reason = nil
+	s.held[j] = true
+	return nil
+}
+
+// ReleaseHeld ends every hold, as when the executor's capacity has changed, and returns
+// the ids of the jobs released, sorted.
+func (s *Scheduler) ReleaseHeld() []string {
+	var ids []string
+	for j := range s.held {
+		ids = append(ids, j.id)
+		j.hold, j.reason = nil, nil
+	}
+	clear(s.held)
+	slices.Sort(ids)
+	return ids
+}
+
+func (s *Scheduler) unhold(j *job) {
+	if j.hold != nil {
+		j.hold = nil
+		delete(s.held, j)
+	}
+}
+
+// heldAt reports whether j is held at now, ending a hold that has run out.
+func (s *Scheduler) heldAt(j *job, now int64) bool {
+	if j.hold == nil {
+		return false
+	}
+	if now < j.hold.until {
+		return true
+	}
+	s.unhold(j)
+	j.reason = nil
+	return false
 }
 
 // Stopping records that an active attempt is being stopped for a reason of its own
