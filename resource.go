@@ -156,6 +156,16 @@ type Job struct {
 	Seq int
 	// TerminateReason is the reason TerminateServiceJob gave while the attempt stops.
 	TerminateReason string
+	// WaitCode is the reason code of a RUNNABLE job (internal/sched's ReasonCode, e.g.
+	// NO_IDLE_CAPACITY or CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY): what
+	// jobStateTimeLimitActions match, never the statusReason text.
+	WaitCode string
+	// CapacityRefusals counts the executor's capacity refusals of the job's attempts in a
+	// row (reset when an attempt runs); HeldUntil is when the backoff after the last one
+	// ends at the latest, HeldFor the executor's word on the last one.
+	CapacityRefusals int
+	HeldUntil        time.Time
+	HeldFor          string
 }
 
 // AttemptID names a job's n-th attempt (from 1): its training job name, and its folder.

@@ -143,6 +143,7 @@ var hints = map[string]string{
 	"PENDING":                      "The scheduler has not looked at it yet; it will within a second.",
 	"SERVICE_ENVIRONMENT_DISABLED": "Nothing of its queue is placed until the service environment is enabled again.",
 	"MISCONFIGURATION":             "It can never start under the current limits: raise the share's or the environment's limit, or terminate it.",
+	"CAPACITY":                     "The executor had no room for it (this host's free GPUs, or the cluster's quota): it is tried again as soon as an attempt ends there, and at the latest when its backoff runs out; a jobStateTimeLimitAction on CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY can end the wait.",
 }
 
 const explainUsage = `usage: quotashare explain [flags] JOB

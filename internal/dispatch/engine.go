@@ -45,6 +45,11 @@ type Config struct {
 	Tick time.Duration
 	// Logf logs what an operator should know (default log.Printf).
 	Logf func(format string, args ...any)
+	// CapacityBackoff is how long a job waits after the executor's first refusal of its
+	// attempt for lack of capacity; each refusal in a row doubles it, up to
+	// CapacityBackoffMax (defaults 1 s and 2 min). A change of the executor's capacity
+	// (an attempt exits) ends every such wait at once.
+	CapacityBackoff, CapacityBackoffMax time.Duration
 }
 
 // queueState is a job queue with its shares and scheduler.
@@ -124,6 +129,12 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = log.Printf
+	}
+	if cfg.CapacityBackoff <= 0 {
+		cfg.CapacityBackoff = time.Second
+	}
+	if cfg.CapacityBackoffMax < cfg.CapacityBackoff {
+		cfg.CapacityBackoffMax = max(cfg.CapacityBackoff, 2*time.Minute)
 	}
 	e := &Engine{cfg: cfg,
 		policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
@@ -225,6 +236,9 @@ func (e *Engine) load() error {
 			var err error
 			if j.Current == nil {
 				err = qs.sched.Submit(schedJob(j))
+				if err == nil && !j.HeldUntil.IsZero() {
+					err = qs.sched.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals)
+				}
 			} else {
 				err = qs.sched.RestoreActive(schedJob(j), sched.Active{StartedAt: j.Current.StartedAt,
 					Stopping: j.Current.Stop != "", StoppingFor: j.Current.StopFor})
@@ -512,17 +526,30 @@ func (e *Engine) pass(qs *queueState, now time.Time) {
 	// rebuilds: it is kept current in memory and written with the job's next real change,
 	// never on its own (a pass may change the numbers in a thousand reasons per share).
 	for _, w := range plan.Waiting {
-		e.jobs[w.JobID].StatusReason = w.Reason.String()
+		setWaiting(e.jobs[w.JobID], w.Reason)
 	}
 	for _, j := range qs.fresh {
 		if j.Status != quotashare.Runnable {
 			continue
 		}
 		if r, ok := qs.sched.Reason(j.ID); ok {
-			j.StatusReason = r.String()
+			setWaiting(j, r)
 		}
 	}
 	qs.fresh = qs.fresh[:0]
+}
+
+// setWaiting records why a RUNNABLE job waits: its statusReason and its reason code.
+func setWaiting(j *quotashare.Job, r sched.Reason) {
+	j.StatusReason, j.WaitCode = r.String(), string(r.Code)
+	if r.Code != sched.ReasonExecutorCapacity {
+		j.HeldUntil = time.Time{}
+	}
+}
+
+// heldFor is the executor's word in a capacity refusal, without AWS's code in front.
+func heldFor(reason string) string {
+	return strings.TrimPrefix(reason, string(sched.ReasonExecutorCapacity)+" - ")
 }
 
 // start records a decision to start a job and queues the executor's Start.
@@ -534,6 +561,7 @@ func (e *Engine) start(j *quotashare.Job, st sched.Start, now time.Time) {
 	qs.active[j] = qs.position(j)
 	j.Status = quotashare.Scheduled
 	j.StatusReason = "SCHEDULED - capacity assigned in share " + j.Share + borrowText(st.Borrowed)
+	j.WaitCode, j.HeldUntil = "", time.Time{}
 	e.touchJob(j)
 	e.cfg.Logf("start    %s (%s, share %s, priority %d)%s", j.Name, j.ID, j.Share, j.Priority, borrowText(st.Borrowed))
 	spec := e.spec(j)
@@ -608,6 +636,7 @@ func (e *Engine) apply(r quotashare.Report, now time.Time) {
 		if j.Status == quotashare.Scheduled || j.Status == quotashare.Starting {
 			j.Status = quotashare.Running
 			a.StartedAt = at
+			j.CapacityRefusals = 0
 			if a.Stop == "" {
 				j.StatusReason = "RUNNING - attempt " + a.ID + " in share " + j.Share + borrowText(a.Borrowed)
 			}
@@ -625,6 +654,11 @@ func (e *Engine) apply(r quotashare.Report, now time.Time) {
 	delete(qs.active, j)
 	qs.dirty = true
 	e.touchJob(j)
+	if !r.Capacity {
+		// Processes that ran are gone: the executor's capacity changed, so the jobs it
+		// refused for lack of capacity are tried again now rather than after their backoff.
+		e.releaseHeld()
+	}
 	switch {
 	case a.Stop == quotashare.StopTerminated:
 		a.StatusReason = "Terminated: " + j.TerminateReason
@@ -650,7 +684,7 @@ func (e *Engine) apply(r quotashare.Report, now time.Time) {
 		j.Attempts = append(j.Attempts, *a)
 		e.finish(qs, j, quotashare.Succeeded, r.Reason, now)
 	case r.Capacity:
-		e.requeue(qs, j, "RUNNABLE - "+r.Reason+"; requeued without using up a retry attempt", now)
+		e.refused(qs, j, r, now)
 	default:
 		a.StatusReason = r.Reason
 		j.Attempts = append(j.Attempts, *a)
@@ -721,6 +755,46 @@ func (e *Engine) requeue(qs *queueState, j *quotashare.Job, reason string, now t
 	e.cfg.Logf("requeue  %s (%s, share %s): %s", j.Name, j.ID, j.Share, reason)
 }
 
+// refused requeues a job whose attempt the executor refused for lack of capacity, without
+// using up a retry attempt, and holds it out of the scheduling passes with exponential
+// backoff: a refusal is not retried at once, which would loop Start, refuse and commit as
+// fast as the store allows. The RUNNABLE clock (head of line, jobStateTimeLimitActions)
+// goes on from when the job last became RUNNABLE: it never ran.
+func (e *Engine) refused(qs *queueState, j *quotashare.Job, r quotashare.Report, now time.Time) {
+	if err := qs.sched.Stopped(j.ID, true, j.RunnableSince); err != nil {
+		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+	}
+	j.CapacityRefusals++
+	backoff := e.cfg.CapacityBackoffMax
+	if n := j.CapacityRefusals - 1; n < 30 {
+		backoff = min(backoff, e.cfg.CapacityBackoff<<n)
+	}
+	j.HeldUntil, j.HeldFor = now.Add(backoff), heldFor(r.Reason)
+	if err := qs.sched.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals); err != nil {
+		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+	}
+	j.Status = quotashare.Runnable
+	if rs, ok := qs.sched.Reason(j.ID); ok {
+		setWaiting(j, rs)
+	}
+	qs.fresh = append(qs.fresh, j)
+	e.cfg.Logf("refused  %s (%s, share %s): %s; held for %s", j.Name, j.ID, j.Share, r.Reason, backoff)
+}
+
+// releaseHeld ends the holds of every queue (the executor's capacity changed). Call it
+// with e.mu held.
+func (e *Engine) releaseHeld() {
+	for _, qs := range e.queues {
+		for _, id := range qs.sched.ReleaseHeld() {
+			if j := e.jobs[id]; j != nil {
+				j.HeldUntil = time.Time{}
+				qs.fresh = append(qs.fresh, j)
+				qs.dirty = true
+			}
+		}
+	}
+}
+
 // finish ends a job whose attempt is gone (or that never had one).
 func (e *Engine) finish(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, reason string, now time.Time) {
 	if err := qs.sched.Finished(j.ID); err != nil {
@@ -768,7 +842,7 @@ func (e *Engine) timeLimits(now time.Time) {
 				continue
 			}
 			for _, act := range qs.q.TimeLimitActions {
-				if strings.HasPrefix(j.StatusReason, act.Reason+" ") &&
+				if sched.ReasonCode(j.WaitCode).TimeLimitReason() == act.Reason &&
 					now.Sub(j.RunnableSince) >= time.Duration(act.MaxTimeSeconds)*time.Second {
 					if err := qs.sched.Remove(j.ID); err != nil {
 						e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)

@@ -145,7 +145,7 @@ func (e *Engine) Submit(in JobInput) (out quotashare.Job, err error) {
 			return invalid("%v", err)
 		}
 		r, _ := qs.sched.Reason(id)
-		j.StatusReason = r.String()
+		setWaiting(j, r)
 		e.jobs[id] = j
 		if in.ClientToken != "" {
 			e.tokens[in.ClientToken] = id
