@@ -150,3 +150,29 @@ func TestCapacityRefusalBacksOff(t *testing.T) {
 		}
 	})
 }
+
+// TestSubmitDuringRun: a request that arrives while Run hands the engine its executor
+// reads the executor under the lock (the race detector, which CI runs, checks it).
+func TestSubmitDuringRun(t *testing.T) {
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(Config{Store: st, Tick: time.Hour, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { e.Close(); st.Close() }()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Submit(JobInput{Name: "j", Queue: "nosuch", Type: "SAGEMAKER_TRAINING", Share: "a",
+			Payload: `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`})
+		done <- err
+	}()
+	if err := e.Run(idle{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "jobQueue") {
+		t.Fatalf("submit to a missing queue: %v", err)
+	}
+}

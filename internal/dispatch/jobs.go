@@ -95,8 +95,11 @@ func (e *Engine) Submit(in JobInput) (out quotashare.Job, err error) {
 	if err != nil {
 		return out, err
 	}
-	if e.exec != nil {
-		if err := e.exec.Check(in.Payload); err != nil {
+	e.mu.Lock()
+	x := e.exec // set by Run, under the lock
+	e.mu.Unlock()
+	if x != nil {
+		if err := x.Check(in.Payload); err != nil {
 			return out, invalid("%v", err)
 		}
 	}
