@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -202,58 +203,25 @@ func (e *Engine) load() error {
 	if err != nil {
 		return err
 	}
-	for _, qs := range e.queues {
-		qs.sched = sched.New(e.cfg.Sched)
-		if env := e.envs[qs.q.EnvironmentARN]; env != nil {
-			if err := qs.sched.SetCapacity(env.Limits); err != nil {
-				return fmt.Errorf("environment %s: %w", env.Name, err)
-			}
-		}
-	}
 	for _, s := range shares {
 		qs := e.queues[s.QueueARN]
 		if qs == nil {
 			return fmt.Errorf("share %s: its queue %s is missing", s.ARN, s.QueueARN)
 		}
 		qs.shares[s.Name] = s
-		if err := qs.sched.SetShare(schedShare(s)); err != nil {
-			return fmt.Errorf("share %s: %w", s.ARN, err)
-		}
 	}
 	slices.SortFunc(jobs, func(a, b *quotashare.Job) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
-	// Waiting jobs first, so that a stopping attempt finds the job its capacity is for.
-	for pass := 0; pass < 2; pass++ {
-		for _, j := range jobs {
-			if j.Status.Done() || (pass == 0) != (j.Current == nil) {
-				continue
-			}
-			qs := e.queues[j.QueueARN]
-			if qs == nil {
-				return fmt.Errorf("job %s: its queue %s is missing", j.ID, j.QueueARN)
-			}
-			var err error
-			if j.Current == nil {
-				err = qs.sched.Submit(schedJob(j))
-				if err == nil && !j.HeldUntil.IsZero() {
-					err = qs.sched.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals)
-				}
-			} else {
-				err = qs.sched.RestoreActive(schedJob(j), sched.Active{StartedAt: j.Current.StartedAt,
-					Stopping: j.Current.Stop != "", StoppingFor: j.Current.StopFor})
-			}
-			if err != nil {
-				return fmt.Errorf("job %s: %w", j.ID, err)
-			}
-		}
-	}
 	for _, j := range jobs {
+		qs := e.queues[j.QueueARN]
+		if qs == nil {
+			return fmt.Errorf("job %s: its queue %s is missing", j.ID, j.QueueARN)
+		}
 		e.jobs[j.ID] = j
 		if j.ClientToken != "" {
 			e.tokens[j.ClientToken] = j.ID
 		}
-		qs := e.queues[j.QueueARN]
 		qs.jobs = append(qs.jobs, j)
 		if j.Current != nil {
 			qs.active[j] = len(qs.jobs) - 1
@@ -269,9 +237,53 @@ func (e *Engine) load() error {
 		}
 	}
 	for _, qs := range e.queues {
+		var err error
+		if qs.sched, err = e.rebuild(qs); err != nil {
+			return err
+		}
 		qs.dirty = true
 	}
 	return nil
+}
+
+// rebuild makes a scheduler for the queue from its environment, shares and unfinished
+// jobs as they are in memory: what a restart does from the store, and what Preview does
+// to try changes on a copy. Call with e.mu held (or before the engine runs).
+func (e *Engine) rebuild(qs *queueState) (*sched.Scheduler, error) {
+	s := sched.New(e.cfg.Sched)
+	if env := e.envs[qs.q.EnvironmentARN]; env != nil {
+		if err := s.SetCapacity(env.Limits); err != nil {
+			return nil, fmt.Errorf("environment %s: %w", env.Name, err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(qs.shares)) {
+		sh := qs.shares[name]
+		if err := s.SetShare(schedShare(sh)); err != nil {
+			return nil, fmt.Errorf("share %s: %w", sh.ARN, err)
+		}
+	}
+	// Waiting jobs first, so that a stopping attempt finds the job its capacity is for.
+	for pass := 0; pass < 2; pass++ {
+		for _, j := range qs.jobs {
+			if j.Status.Done() || (pass == 0) != (j.Current == nil) {
+				continue
+			}
+			var err error
+			if j.Current == nil {
+				err = s.Submit(schedJob(j))
+				if err == nil && !j.HeldUntil.IsZero() {
+					err = s.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals)
+				}
+			} else {
+				err = s.RestoreActive(schedJob(j), sched.Active{StartedAt: j.Current.StartedAt,
+					Stopping: j.Current.Stop != "", StoppingFor: j.Current.StopFor})
+			}
+			if err != nil {
+				return nil, fmt.Errorf("job %s: %w", j.ID, err)
+			}
+		}
+	}
+	return s, nil
 }
 
 func schedShare(s *quotashare.QuotaShare) sched.Share {
