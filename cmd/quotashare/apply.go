@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -149,6 +151,66 @@ func borrowOf(strategy string, b *int) string {
 type change struct {
 	text string
 	do   func(context.Context, *batch.Client) error
+	// preview is the change as POST /v1/previewchanges takes it, for the dry run (nil for
+	// changes that preempt nothing: policies and queues).
+	preview map[string]any
+}
+
+func wireLimits(m map[string]int) []map[string]any {
+	var out []map[string]any
+	for _, t := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, map[string]any{"capacityUnit": t, "maxCapacity": m[t]})
+	}
+	return out
+}
+
+func wireShare(sh shareSpec) map[string]any {
+	rc := map[string]any{"strategy": sh.Strategy}
+	if sh.BorrowLimit != nil {
+		rc["borrowLimit"] = *sh.BorrowLimit
+	} else if sh.Strategy == string(types.QuotaShareResourceSharingStrategyLendAndBorrow) {
+		rc["borrowLimit"] = -1
+	}
+	return map[string]any{"quotaShare": map[string]any{"quotaShareName": sh.Name, "capacityLimits": wireLimits(sh.Limits),
+		"resourceSharingConfiguration": rc, "preemptionConfiguration": map[string]any{"inSharePreemption": string(inShareState(sh.InSharePreemption))}}}
+}
+
+// previewResult is what the server says a dry run's changes would do to running jobs.
+type previewResult struct {
+	Preemptions []struct{ JobID, JobName, QuotaShareName, Rule, Reason string } `json:"preemptions"`
+	Preemptible []struct{ JobID, JobName, QuotaShareName string }               `json:"preemptible"`
+}
+
+// preview asks the server what the changes would do: its own scheduling pass run on a
+// copy of the queue's state after each change, the same code that apply's requests run.
+func preview(endpoint, queue string, cs []change) (*previewResult, error) {
+	var changes []map[string]any
+	for _, c := range cs {
+		if c.preview != nil {
+			changes = append(changes, c.preview)
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"jobQueue": queue, "changes": changes})
+	req, err := signedRequest(http.MethodPost, strings.TrimRight(endpoint, "/")+"/v1/previewchanges", body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("--endpoint %s: %w", endpoint, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Message string }
+		json.Unmarshal(data, &e)
+		return nil, fmt.Errorf("previewing the changes: %s", e.Message)
+	}
+	var out previewResult
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("previewing the changes: %v", err)
+	}
+	return &out, nil
 }
 
 // plan compares the file with the server and lists the changes in the order they apply.
@@ -163,21 +225,21 @@ func plan(ctx context.Context, c *batch.Client, s *setup, cur *current, out io.W
 				policyARN = aws.ToString(out.Arn)
 			}
 			return err
-		}})
+		}, nil})
 	}
 	if cur.env == nil {
 		cs = append(cs, change{fmt.Sprintf("create service environment %s: %s", s.Environment.Name, countsText(s.Environment.Capacity)), func(ctx context.Context, c *batch.Client) error {
 			_, err := c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String(s.Environment.Name),
 				ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining, CapacityLimits: envLimits(s.Environment.Capacity)})
 			return err
-		}})
+		}, nil})
 	} else if have := envCounts(cur.env.CapacityLimits); !maps.Equal(have, s.Environment.Capacity) {
 		cs = append(cs, change{fmt.Sprintf("update service environment %s: capacity %s -> %s", s.Environment.Name, countsText(have), countsText(s.Environment.Capacity)),
 			func(ctx context.Context, c *batch.Client) error {
 				_, err := c.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: aws.String(s.Environment.Name),
 					CapacityLimits: envLimits(s.Environment.Capacity)})
 				return err
-			}})
+			}, map[string]any{"capacityLimits": wireLimits(s.Environment.Capacity)}})
 	}
 	envOrder := []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String(s.Environment.Name)}}
 	if cur.queue == nil {
@@ -186,7 +248,7 @@ func plan(ctx context.Context, c *batch.Client, s *setup, cur *current, out io.W
 				_, err := c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String(s.Queue.Name), Priority: aws.Int32(int32(s.Queue.Priority)),
 					JobQueueType: types.JobQueueTypeSagemakerTraining, SchedulingPolicyArn: aws.String(policyARN), ServiceEnvironmentOrder: envOrder})
 				return err
-			}})
+			}, nil})
 	} else {
 		var diffs []string
 		if p := int(aws.ToInt32(cur.queue.Priority)); p != s.Queue.Priority {
@@ -207,7 +269,7 @@ func plan(ctx context.Context, c *batch.Client, s *setup, cur *current, out io.W
 				}
 				_, err := c.UpdateJobQueue(ctx, in)
 				return err
-			}})
+			}, nil})
 		}
 	}
 	for _, sh := range s.Shares {
@@ -226,7 +288,7 @@ func plan(ctx context.Context, c *batch.Client, s *setup, cur *current, out io.W
 				_, err := c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.Name), JobQueue: aws.String(s.Queue.Name),
 					CapacityLimits: limits, ResourceSharingConfiguration: rc, PreemptionConfiguration: pc})
 				return err
-			}})
+			}, wireShare(sh)})
 			continue
 		}
 		var diffs []string
@@ -259,7 +321,7 @@ func plan(ctx context.Context, c *batch.Client, s *setup, cur *current, out io.W
 			_, err := c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(arn), CapacityLimits: limits,
 				ResourceSharingConfiguration: rc, PreemptionConfiguration: pc})
 			return err
-		}})
+		}, wireShare(sh)})
 	}
 	for _, name := range slices.Sorted(maps.Keys(cur.shares)) {
 		if !slices.ContainsFunc(s.Shares, func(sh shareSpec) bool { return sh.Name == name }) {
@@ -314,7 +376,7 @@ func lowered(ctx context.Context, c *batch.Client, queue string, sh shareSpec, o
 func applyCmd(args []string, stdout, stderr io.Writer) error {
 	fs, cf := newFlags("apply", applyUsage, stderr)
 	file := fs.String("f", "", "the setup file (YAML)")
-	dry := fs.Bool("dry-run", false, "print the changes without making them")
+	dry := fs.Bool("dry-run", false, "print the changes without making them, and the preemptions the server would make for them")
 	if err := fs.Parse(reorder(fs, args)); err != nil {
 		return err
 	}
@@ -343,6 +405,12 @@ func applyCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cf.apiError(err)
 	}
+	var pv *previewResult
+	if *dry && cur.queue != nil && len(changes) > 0 {
+		if pv, err = preview(cf.endpoint, s.Queue.Name, changes); err != nil {
+			return err
+		}
+	}
 	done := []string{}
 	for _, ch := range changes {
 		if !*dry {
@@ -359,9 +427,21 @@ func applyCmd(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+	if pv != nil && cf.output == "table" {
+		for _, p := range pv.Preemptions {
+			fmt.Fprintf(stdout, "would preempt %s (%s, share %s) at once, rule %s: %s\n", p.JobName, p.JobID, p.QuotaShareName, p.Rule, p.Reason)
+		}
+		for _, p := range pv.Preemptible {
+			fmt.Fprintf(stdout, "would leave %s (%s, share %s) running on borrowed capacity: preemptible when an owner needs it\n", p.JobName, p.JobID, p.QuotaShareName)
+		}
+	}
 	switch {
 	case cf.output == "json":
-		return printJSON(stdout, map[string]any{"dryRun": *dry, "changes": done})
+		out := map[string]any{"dryRun": *dry, "changes": done}
+		if pv != nil {
+			out["preemptions"], out["preemptible"] = pv.Preemptions, pv.Preemptible
+		}
+		return printJSON(stdout, out)
 	case len(changes) == 0:
 		fmt.Fprintln(stdout, "no changes: the server matches "+*file)
 	case *dry:

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
 )
 
 // TestApply: apply creates the three-project setup in order, a second apply changes
@@ -121,4 +127,80 @@ func mustRead(path string) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// TestApplyDryRunMatches: the dry run's preemptions come from the server's own scheduling
+// pass on a copy of the queue's state, so applying the same file for real makes exactly the
+// preemptions the dry run printed. Here the file shrinks the environment below use (rule
+// environment-shrunk: at once, borrowed capacity first), which the dry run once reported
+// as "eligible for preemption when an owner needs the capacity".
+func TestApplyDryRunMatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	dir := t.TempDir()
+	s := startServer(t, filepath.Join(dir, "data"), "--quiet")
+	_, mustRun := cli(t, s.url)
+	example := "../../examples/three-projects.yaml"
+	mustRun("apply", "-f", example)
+	ids := map[string]string{}
+	for _, j := range []struct{ name, share string }{{"a1", "qs1"}, {"a2", "qs1"}, {"a3", "qs1"}, {"c1", "qs3"}} {
+		var out struct{ JobId string }
+		if err := json.Unmarshal([]byte(mustRun("submit", "--queue", "three-projects", "--share", j.share, "--name", j.name, "--output", "json", "--", "sleep", "60")), &out); err != nil {
+			t.Fatal(err)
+		}
+		ids[out.JobId] = j.name
+	}
+	// qs1 runs two (one on qs2's idle instance), qs3 runs one: all three instances in use.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if strings.Count(mustRun("jobs", "--queue", "three-projects", "--state", "RUNNING"), "RUNNING ") == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("three jobs never ran:\n%s", mustRun("jobs", "--queue", "three-projects", "--state", "RUNNABLE"))
+		}
+	}
+	shrunk := filepath.Join(dir, "shrunk.yaml")
+	os.WriteFile(shrunk, []byte(strings.Replace(string(mustRead(example)), "capacity: {ml.g5.xlarge: 3}", "capacity: {ml.g5.xlarge: 1}", 1)), 0o644)
+
+	text := mustRun("apply", "-f", shrunk, "--dry-run")
+	var dry struct {
+		Preemptions []struct{ JobID, JobName, QuotaShareName, Rule, Reason string }
+		Preemptible []struct{ JobID, JobName string }
+	}
+	if err := json.Unmarshal([]byte(mustRun("apply", "-f", shrunk, "--dry-run", "--output", "json")), &dry); err != nil {
+		t.Fatal(err)
+	}
+	if len(dry.Preemptions) != 2 {
+		t.Fatalf("dry run: %d preemptions, want 2 (3 in use, capacity 1):\n%s", len(dry.Preemptions), text)
+	}
+	printed := map[string]bool{}
+	for _, p := range dry.Preemptions {
+		printed[p.JobName] = true
+		if p.Rule != "environment-shrunk" || !strings.Contains(text, "would preempt "+p.JobName+" ("+p.JobID+", share "+p.QuotaShareName+") at once, rule environment-shrunk: Service environment capacity lowered") {
+			t.Errorf("dry run's preemption %+v, printed:\n%s", p, text)
+		}
+	}
+	if !strings.Contains(text, "dry run: nothing was changed") || strings.Count(mustRun("jobs", "--queue", "three-projects", "--state", "RUNNING"), "RUNNING ") != 3 {
+		t.Fatalf("the dry run changed something:\n%s", text)
+	}
+
+	// For real: the request's own pass has run when apply returns, so its preemptions are
+	// recorded on the jobs by then.
+	mustRun("apply", "-f", shrunk)
+	c := sdk(s.url)
+	made := map[string]bool{}
+	for id, name := range ids {
+		d, err := c.DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := aws.ToString(d.StatusReason)
+		if strings.HasPrefix(r, "PREEMPTION_IN_PROGRESS") || (d.PreemptionSummary != nil && aws.ToInt32(d.PreemptionSummary.PreemptedAttemptCount) > 0) {
+			made[name] = true
+		}
+	}
+	if !maps.Equal(made, printed) {
+		t.Errorf("apply preempted %v; the dry run printed %v", slices.Sorted(maps.Keys(made)), slices.Sorted(maps.Keys(printed)))
+	}
 }

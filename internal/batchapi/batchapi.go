@@ -60,6 +60,7 @@ func New(e *dispatch.Engine) *Handler {
 		"updateservicejob":            op(h.updateJob),
 		"terminateservicejob":         op(h.terminateJob),
 		"getjobqueuesnapshot":         op(h.snapshot),
+		"previewchanges":              op(h.preview), // quotashare's own (preview.go)
 	}
 	for name, fn := range ops {
 		h.mux.Handle("POST /v1/"+name, fn)

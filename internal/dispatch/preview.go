@@ -1,0 +1,113 @@
+package dispatch
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/quotashare/quotashare"
+)
+
+// PreviewChange is one change a setup would make to a queue, in the order apply makes them:
+// the environment's capacity (EnvironmentLimits non-nil), or a share to create or update.
+type PreviewChange struct {
+	EnvironmentLimits []quotashare.Demand
+	Share             *ShareInput
+}
+
+// PreviewPreemption is an attempt the changes would preempt at once.
+type PreviewPreemption struct {
+	JobID, JobName, Share, Rule, Reason string
+}
+
+// PreviewBorrowing is an attempt of a share the changes leave over its limit: it keeps
+// running, and becomes preemptible (reclaim) when an owner needs the capacity.
+type PreviewBorrowing struct {
+	JobID, JobName, Share string
+}
+
+// Preview is what a set of changes would do to a queue's running jobs.
+type Preview struct {
+	Preemptions []PreviewPreemption
+	Preemptible []PreviewBorrowing
+}
+
+// Preview tries changes on a copy of the queue's scheduler, rebuilt as a restart would,
+// with the validation and the scheduler calls of the real updates, and a scheduling pass
+// after each change, as the real requests each get one before they are answered. Nothing
+// is changed or stored. Events that arrive meanwhile (reports, submits) can make the real
+// apply differ.
+func (e *Engine) Preview(queue string, changes []PreviewChange) (Preview, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out Preview
+	qs, err := e.queueRef(queue)
+	if err != nil {
+		return out, err
+	}
+	s, err := e.rebuild(qs)
+	if err != nil {
+		return out, quotashare.Errorf(quotashare.Internal, "rebuilding queue %s: %v", qs.q.Name, err)
+	}
+	shares := maps.Clone(qs.shares)
+	now := e.cfg.Now()
+	preempted := map[string]bool{}
+	for _, ch := range changes {
+		if ch.EnvironmentLimits != nil {
+			if err := checkEnvLimits(ch.EnvironmentLimits); err != nil {
+				return out, err
+			}
+			if err := s.SetCapacity(ch.EnvironmentLimits); err != nil {
+				return out, invalid("%v", err)
+			}
+		}
+		if in := ch.Share; in != nil {
+			cur, ok := shares[in.Name]
+			base := quotashare.QuotaShare{Name: in.Name}
+			if ok {
+				base = *cur
+			}
+			cfg, err := shareConfig(base, *in, !ok)
+			if err != nil {
+				return out, err
+			}
+			if err := s.SetShare(schedShare(&cfg)); err != nil {
+				return out, invalid("%v", err)
+			}
+			shares[in.Name] = &cfg
+		}
+		for _, p := range s.Plan(now).Preemptions {
+			j := e.jobs[p.JobID]
+			preempted[p.JobID] = true
+			out.Preemptions = append(out.Preemptions, PreviewPreemption{JobID: p.JobID, JobName: j.Name, Share: p.Share,
+				Rule: p.Rule.String(), Reason: p.Reason})
+		}
+	}
+	over := map[string]map[string]bool{} // share -> types over its limit
+	for _, u := range s.Usage() {
+		for _, t := range u.Types {
+			if t.InUse-t.Stopping > t.Limit {
+				if over[u.Name] == nil {
+					over[u.Name] = map[string]bool{}
+				}
+				over[u.Name][t.InstanceType] = true
+			}
+		}
+	}
+	var active []*quotashare.Job
+	for j := range qs.active {
+		active = append(active, j)
+	}
+	slices.SortFunc(active, func(a, b *quotashare.Job) int { return qs.active[a] - qs.active[b] })
+	for _, j := range active {
+		if preempted[j.ID] || j.Current.Stop != "" {
+			continue
+		}
+		for _, d := range j.Need {
+			if over[j.Share][d.InstanceType] {
+				out.Preemptible = append(out.Preemptible, PreviewBorrowing{JobID: j.ID, JobName: j.Name, Share: j.Share})
+				break
+			}
+		}
+	}
+	return out, nil
+}
