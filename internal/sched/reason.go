@@ -157,7 +157,7 @@ func (s *Scheduler) classify(j *job) Reason {
 	if r, bad := s.misconfigured(j); bad {
 		return r
 	}
-	if j.hold != nil {
+	if s.held[j] != nil {
 		return s.heldReason(j)
 	}
 	sh := j.sh
@@ -229,7 +229,7 @@ func (s *Scheduler) Reason(id string) (Reason, bool) {
 	if r, bad := s.misconfigured(j); bad {
 		return r, true
 	}
-	if j.hold != nil {
+	if s.held[j] != nil {
 		return s.heldReason(j), true
 	}
 	if j.reason != nil && j.seen == s.pass {
@@ -275,6 +275,7 @@ func (s *Scheduler) shrinkText(t, capT, usedT int) string {
 
 func (s *Scheduler) heldReason(j *job) Reason {
 	r := s.reason(j, ReasonExecutorCapacity, j.need[0])
-	r.Other, r.Count, r.Until = j.hold.detail, j.hold.refusals, j.hold.until
+	h := s.held[j]
+	r.Other, r.Count, r.Until = h.detail, h.refusals, h.until
 	return r
 }

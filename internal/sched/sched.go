@@ -110,7 +110,6 @@ type job struct {
 	earmark       *earmark // capacity being freed for this waiting job
 	victimOf      *earmark // the earmark this stopping attempt frees capacity for
 	reason        *Reason  // last reason reported for this waiting job
-	hold          *hold    // set while the executor's refusal keeps the job out of passes
 }
 
 // hold keeps a waiting job out of scheduling passes after the executor refused its attempt
@@ -160,7 +159,7 @@ type Scheduler struct {
 	earmarks  []*earmark
 	examined  []*job // kept between passes for its capacity: a pass examines up to tens of thousands
 	pass      uint32
-	held      map[*job]bool // waiting jobs with a hold
+	held      map[*job]*hold // waiting jobs the executor's refusal keeps out of passes
 }
 
 // New returns an empty Scheduler.
@@ -171,7 +170,7 @@ func New(cfg Config) *Scheduler {
 	if cfg.MaxShares <= 0 {
 		cfg.MaxShares = 20
 	}
-	return &Scheduler{cfg: cfg, types: map[string]int{}, shares: map[string]*share{}, jobs: map[string]*job{}, held: map[*job]bool{}}
+	return &Scheduler{cfg: cfg, types: map[string]int{}, shares: map[string]*share{}, jobs: map[string]*job{}, held: map[*job]*hold{}}
 }
 
 // victimKey orders candidate victims (SPEC.md section 4): lower priority first, then
@@ -567,9 +566,8 @@ func (s *Scheduler) Hold(id string, until time.Time, detail string, refusals int
 	if j.earmark != nil {
 		s.dropEarmark(j.earmark)
 	}
-	j.hold = &hold{until: until.UnixNano(), detail: detail, refusals: refusals}
+	s.held[j] = &hold{until: until.UnixNano(), detail: detail, refusals: refusals}
 	j.reason = nil
-	s.held[j] = true
 	return nil
 }
 
@@ -579,26 +577,25 @@ func (s *Scheduler) ReleaseHeld() []string {
 	var ids []string
 	for j := range s.held {
 		ids = append(ids, j.id)
-		j.hold, j.reason = nil, nil
+		j.reason = nil
 	}
 	clear(s.held)
 	slices.Sort(ids)
 	return ids
 }
 
-func (s *Scheduler) unhold(j *job) {
-	if j.hold != nil {
-		j.hold = nil
-		delete(s.held, j)
-	}
-}
+func (s *Scheduler) unhold(j *job) { delete(s.held, j) }
 
 // heldAt reports whether j is held at now, ending a hold that has run out.
 func (s *Scheduler) heldAt(j *job, now int64) bool {
-	if j.hold == nil {
+	if len(s.held) == 0 {
 		return false
 	}
-	if now < j.hold.until {
+	h := s.held[j]
+	if h == nil {
+		return false
+	}
+	if now < h.until {
 		return true
 	}
 	s.unhold(j)

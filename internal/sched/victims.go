@@ -165,6 +165,19 @@ func (s *Scheduler) reclaimable(req *share, t int) int {
 // keeps its idle capacity: so the test is what the job could take, not a sum of what the
 // victims free. It returns the victims and, per type, what they free.
 func (s *Scheduler) reclaimVictims(j *job, avail []int) ([]*job, []need, bool) {
+	// A cheap necessary test first: the victims can free no more of a type than the shares
+	// over their limit for it hold (not counting attempts already stopping).
+	for _, nd := range j.need {
+		held := 0
+		for _, o := range s.order {
+			if o != j.sh && o.used[nd.t]-o.stopping[nd.t] > o.limit[nd.t] {
+				held += o.used[nd.t] - o.stopping[nd.t]
+			}
+		}
+		if nd.n > avail[nd.t]+held {
+			return nil, nil, false
+		}
+	}
 	sel := s.newSelection()
 	types := make([]int, len(j.need))
 	for i, nd := range j.need {
@@ -235,21 +248,42 @@ func (s *Scheduler) inShareShortfall(j *job, avail []int) ([]need, bool) {
 	sh := j.sh
 	var short []need
 	for _, nd := range j.need {
-		live := sh.used[nd.t] - sh.stopping[nd.t]
-		if !s.startsAfter(sh, nd, live, avail) {
+		t := nd.t
+		pool, borrowed := 0, 0 // the other shares' part of the idle test, which f does not change
+		for _, o := range s.order {
+			if o != sh {
+				borrowed += max(0, o.used[t]-o.stopping[t]-o.limit[t])
+				if o.cfg.Strategy.Lends() {
+					pool += max(0, o.limit[t]-o.used[t]-o.promised[t])
+				}
+			}
+		}
+		allowed := s.allowed(sh, t, avail)
+		live := sh.used[t] - sh.stopping[t]
+		ok := func(f int) bool { return sh.startsAfter(nd, f, allowed, pool, borrowed) }
+		// The least f is at least what the limit and the free capacity alone ask for; it is
+		// usually that.
+		lo := max(0, nd.n-allowed)
+		if m := sh.maxOf(t); m >= 0 {
+			lo = max(lo, live+nd.n-m)
+		}
+		if lo > live || !ok(live) {
 			return nil, false
 		}
-		lo, hi := 0, live // startsAfter(hi) holds
+		hi := live
+		if ok(lo) {
+			hi = lo
+		}
 		for lo < hi {
 			mid := (lo + hi) / 2
-			if s.startsAfter(sh, nd, mid, avail) {
+			if ok(mid) {
 				hi = mid
 			} else {
 				lo = mid + 1
 			}
 		}
 		if lo > 0 {
-			short = append(short, need{t: nd.t, n: lo})
+			short = append(short, need{t: t, n: lo})
 		}
 	}
 	return short, true
@@ -257,34 +291,22 @@ func (s *Scheduler) inShareShortfall(j *job, avail []int) ([]need, bool) {
 
 // startsAfter reports whether share sh could start nd of a job once its own attempts
 // holding f of type nd.t have stopped: its usage (not counting attempts already stopping)
-// plus nd.n within max(s), nd.n within what the share may take of the capacity then free,
-// and the part above its own limit within the lenders' idle capacity (canBorrow's test,
-// with the share's usage lowered by f).
-func (s *Scheduler) startsAfter(sh *share, nd need, f int, avail []int) bool {
+// plus nd.n within max(s), nd.n within what the share may take of the capacity then free
+// (allowed now, plus f), and the part above its own limit within the lenders' idle
+// capacity (canBorrow's test, with the share's usage lowered by f; pool and borrowed are
+// the other shares' lendable idle capacity and borrowing).
+func (sh *share) startsAfter(nd need, f, allowed, pool, borrowed int) bool {
 	t := nd.t
 	u := sh.used[t] - sh.stopping[t] - f
 	if m := sh.maxOf(t); m >= 0 && u+nd.n > m {
 		return false
 	}
-	allowed := s.allowed(sh, t, avail) + f
+	allowed += f
 	if allowed < nd.n {
 		return false
 	}
 	extra := max(0, u+nd.n-sh.limit[t]) - max(0, u-sh.limit[t])
-	if extra == 0 {
-		return true
-	}
-	pool, borrowed := 0, max(0, u-sh.limit[t])
-	for _, o := range s.order {
-		if o == sh {
-			continue
-		}
-		borrowed += max(0, o.used[t]-o.stopping[t]-o.limit[t])
-		if o.cfg.Strategy.Lends() {
-			pool += max(0, o.limit[t]-o.used[t]-o.promised[t])
-		}
-	}
-	return extra <= min(allowed, pool-borrowed)
+	return extra == 0 || extra <= min(allowed, pool-borrowed-max(0, u-sh.limit[t]))
 }
 
 // shrinkEnvironment preempts at once wherever usage (not counting attempts already
