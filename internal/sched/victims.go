@@ -166,12 +166,19 @@ func (s *Scheduler) reclaimable(req *share, t int) int {
 // victims free. It returns the victims and, per type, what they free.
 func (s *Scheduler) reclaimVictims(j *job, avail []int) ([]*job, []need, bool) {
 	// A cheap necessary test first: the victims can free no more of a type than the shares
-	// over their limit for it hold (not counting attempts already stopping).
+	// over their limit for some type j needs hold of it (not counting attempts already
+	// stopping); a victim taken for one type frees the others it holds.
 	for _, nd := range j.need {
 		held := 0
 		for _, o := range s.order {
-			if o != j.sh && o.used[nd.t]-o.stopping[nd.t] > o.limit[nd.t] {
-				held += o.used[nd.t] - o.stopping[nd.t]
+			if o == j.sh {
+				continue
+			}
+			for _, x := range j.need {
+				if o.used[x.t]-o.stopping[x.t] > o.limit[x.t] {
+					held += o.used[nd.t] - o.stopping[nd.t]
+					break
+				}
 			}
 		}
 		if nd.n > avail[nd.t]+held {
