@@ -182,17 +182,6 @@ func (p *pass) earmarkedBorrowers() bool {
 	return any
 }
 
-// canStart reports whether j can start now without preempting: within its share's own
-// limit and the capacity the share may take, or by borrowing (rule 3). An in-share
-// preemption may have freed room for either.
-func (p *pass) canStart(j *job) bool {
-	s := p.s
-	if s.fitsOwn(j) {
-		return len(p.ownShortfall(j)) == 0
-	}
-	return s.canBorrow(j, p.avail)
-}
-
 // reserve holds back from avail, for waiting job j, what its stopping victims will not free.
 func (p *pass) reserve(j *job, victims []*job) {
 	for _, nd := range j.need {
@@ -471,6 +460,7 @@ func (p *pass) ownShortfall(j *job) []need {
 // allowedAfter is allowed once the victims taken in sel have stopped: what they free is
 // free, and the shares they come from use less (so a RESERVE share taken below its limit
 // keeps the idle capacity that gives it).
+// A nil sel is no victims: allowed itself.
 func (s *Scheduler) allowedAfter(sh *share, t int, avail []int, sel *selection) int {
 	owned, kept := 0, 0
 	for _, o := range s.order {
@@ -479,7 +469,11 @@ func (s *Scheduler) allowedAfter(sh *share, t int, avail []int, sel *selection) 
 			kept += max(0, o.limit[t]-o.used[t]+sel.takenOf(o, t))
 		}
 	}
-	return avail[t] + sel.freed[t] - max(0, kept+s.capacity[t]-owned)
+	freed := 0
+	if sel != nil {
+		freed = sel.freed[t]
+	}
+	return avail[t] + freed - max(0, kept+s.capacity[t]-owned)
 }
 
 // allowed is the capacity of type t share sh may take: avail less what other shares are
@@ -490,14 +484,7 @@ func (s *Scheduler) allowedAfter(sh *share, t int, avail []int, sel *selection) 
 // Where the limits add up to more than the environment (overcommit), the excess comes off
 // what is kept: allocations that cannot all be honoured compete first come, first served.
 func (s *Scheduler) allowed(sh *share, t int, avail []int) int {
-	owned, kept := 0, 0
-	for _, o := range s.order {
-		owned += o.limit[t]
-		if o != sh && o.cfg.Strategy == quotashare.Reserve {
-			kept += max(0, o.limit[t]-o.used[t])
-		}
-	}
-	return avail[t] - max(0, kept+s.capacity[t]-owned)
+	return s.allowedAfter(sh, t, avail, nil)
 }
 
 // preempt records the victims, earmarks the capacity they free for j, and reserves for j

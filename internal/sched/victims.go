@@ -137,9 +137,9 @@ func (sel *selection) choose(done func() bool) []*job {
 	return sel.victims
 }
 
-// takenOf is the capacity of type t taken from share o so far.
+// takenOf is the capacity of type t taken from share o so far (none for a nil sel).
 func (sel *selection) takenOf(o *share, t int) int {
-	if sel.takenU == nil || sel.takenU[o.idx] == nil {
+	if sel == nil || sel.takenU == nil || sel.takenU[o.idx] == nil {
 		return 0
 	}
 	return sel.takenU[o.idx][t]
