@@ -773,24 +773,19 @@ func (e *Engine) requeue(qs *queueState, j *quotashare.Job, reason string, now t
 // fast as the store allows. The RUNNABLE clock (head of line, jobStateTimeLimitActions)
 // goes on from when the job last became RUNNABLE: it never ran.
 func (e *Engine) refused(qs *queueState, j *quotashare.Job, r quotashare.Report, now time.Time) {
-	if err := qs.sched.Stopped(j.ID, true, j.RunnableSince); err != nil {
-		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
-	}
 	j.CapacityRefusals++
 	backoff := e.cfg.CapacityBackoffMax
 	if n := j.CapacityRefusals - 1; n < 30 {
 		backoff = min(backoff, e.cfg.CapacityBackoff<<n)
 	}
+	e.requeue(qs, j, fmt.Sprintf("%s; held for %s", r.Reason, backoff), j.RunnableSince) // the clock goes on
 	j.HeldUntil, j.HeldFor = now.Add(backoff), heldFor(r.Reason)
 	if err := qs.sched.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals); err != nil {
 		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 	}
-	j.Status = quotashare.Runnable
 	if rs, ok := qs.sched.Reason(j.ID); ok {
 		setWaiting(j, rs)
 	}
-	qs.fresh = append(qs.fresh, j)
-	e.cfg.Logf("refused  %s (%s, share %s): %s; held for %s", j.Name, j.ID, j.Share, r.Reason, backoff)
 }
 
 // releaseHeld ends the holds of every queue (the executor's capacity changed). Call it
