@@ -71,15 +71,7 @@ func TestCapacityRefusalBacksOff(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { e.Close(); st.Close() }()
-		p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
-		mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
-			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 4}}}))
-		prio := 1
-		mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
-			EnvOrder: []EnvOrder{{1, "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{
-				{Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"}}}))
-		mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
-			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 4}}}))
+		setupQueue(t, e, 4, quotashare.TimeLimitAction{Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"})
 		pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
 		submitted := time.Now()
 		big := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "big", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))

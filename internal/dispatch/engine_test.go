@@ -49,6 +49,20 @@ func open(t *testing.T, dir string, c *clock) *Engine {
 	return e
 }
 
+// setupQueue makes policy p, environment e with n ml.g5.xlarge, queue q with the given
+// time-limit actions, and LEND share a with a limit of n.
+func setupQueue(t *testing.T, e *Engine, n int, actions ...quotashare.TimeLimitAction) {
+	t.Helper()
+	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
+	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: n}}}))
+	prio := 1
+	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
+		EnvOrder: []EnvOrder{{1, "e"}}, TimeLimitActions: actions}))
+	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: n}}}))
+}
+
 func mustOK[T any](t *testing.T) func(T, error) T {
 	return func(v T, err error) T {
 		t.Helper()
@@ -65,15 +79,7 @@ func mustOK[T any](t *testing.T) func(T, error) T {
 func TestTimeLimitActions(t *testing.T) {
 	c := &clock{t: time.Unix(1_800_000_000, 0)}
 	e := open(t, t.TempDir(), c)
-	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
-	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
-		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
-	prio := 1
-	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
-		EnvOrder: []EnvOrder{{1, "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{
-			{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"}}}))
-	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
-		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+	setupQueue(t, e, 1, quotashare.TimeLimitAction{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"})
 	pl := func(n int) string {
 		return `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":` + string(rune('0'+n)) + `}}`
 	}
@@ -111,13 +117,7 @@ func TestReopen(t *testing.T) {
 	dir := t.TempDir()
 	c := &clock{t: time.Unix(1_800_000_000, 0)}
 	e := open(t, dir, c)
-	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
-	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
-		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
-	prio := 1
-	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN, EnvOrder: []EnvOrder{{1, "e"}}}))
-	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
-		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+	setupQueue(t, e, 1)
 	pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
 	first := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "first", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
 	second := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "second", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
@@ -203,13 +203,7 @@ func TestListActive(t *testing.T) {
 // oneShare creates queue q with share a of one ml.g5.xlarge in environment e.
 func oneShare(t *testing.T, e *Engine) {
 	t.Helper()
-	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
-	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
-		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
-	prio := 1
-	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN, EnvOrder: []EnvOrder{{1, "e"}}}))
-	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
-		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+	setupQueue(t, e, 1)
 }
 
 // TestStartingReports: an executor's Starting reports move a SCHEDULED job to STARTING
