@@ -1,16 +1,60 @@
 package quotashare
 
+import (
+	"context"
+	"errors"
+)
+
 // Record is one stored object: a resource or a job, as the server serialises it. A nil
-// Body deletes the object.
+// Body deletes the object. Kind and Key are never empty.
 type Record struct {
 	Kind, Key string
 	Body      []byte
 }
 
-// Store keeps the server's objects durably. Commit writes a batch in one transaction and
-// returns only once it is durable; Load reads every object back, in key order per kind.
+// LeaseHolder says who holds a store's writer lease: the server's id, its process and the
+// address it serves the API on, so that a refused server can name the one in the way.
+type LeaseHolder struct {
+	ID   string `json:"id"`
+	PID  int    `json:"pid"`
+	Addr string `json:"addr"`
+}
+
+// Lease is a writer lease on a store. Term grows with every acquisition: a commit carries
+// the lease, and the store refuses it once another acquisition has raised the term
+// (fencing), so a server that lost its lease cannot write over its successor.
+type Lease struct {
+	Term   int64
+	Holder LeaseHolder
+}
+
+// ErrLeaseHeld is returned (wrapped, naming the holder) by Store.Acquire while another
+// server holds the lease.
+var ErrLeaseHeld = errors.New("the store is in use by another quotashare server")
+
+// ErrLeaseLost is returned (wrapped) by Store.Commit under a lease that is no longer the
+// store's current one: another server has taken over, and this one must stop acting.
+var ErrLeaseLost = errors.New("this server's lease on the store was lost to another server")
+
+// Store keeps the server's objects durably, and decides which one server may write them.
+// Every implementation passes internal/storetest's conformance suite.
+//
+// A server first takes the lease (Acquire), then loads its state (Load), then writes it
+// (Commit) only under that lease. Each call honours its context: a cancelled context
+// fails the call, and a failed Commit writes nothing.
 type Store interface {
-	Load(fn func(r Record) error) error
-	Commit(batch []Record) error
+	// Acquire takes the writer lease for holder. While another holder has it, Acquire
+	// fails at once with an error wrapping ErrLeaseHeld that names the holder.
+	Acquire(ctx context.Context, holder LeaseHolder) (Lease, error)
+	// Release gives the lease up; commits under it fail from then on.
+	Release(ctx context.Context, lease Lease) error
+	// Load calls fn for every object, ordered by kind then key (bytewise). It stops at
+	// fn's first error and returns it.
+	Load(ctx context.Context, fn func(r Record) error) error
+	// Commit writes the batch in one transaction, all of it or none, and returns only
+	// once it is durable. Under a lease that is no longer current it fails with an error
+	// wrapping ErrLeaseLost; a record with an empty kind or key fails the whole batch.
+	Commit(ctx context.Context, lease Lease, batch []Record) error
+	// Close releases the lease, if held, and closes the store.
 	Close() error
 }

@@ -15,8 +15,10 @@ package dispatch
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"maps"
@@ -33,6 +35,9 @@ import (
 // Config configures an Engine.
 type Config struct {
 	Store quotashare.Store
+	// Holder names this server in the store's writer lease, which Open takes: a second
+	// server on the same store is refused with the holder's pid and address.
+	Holder quotashare.LeaseHolder
 	// Region and Account go into ARNs (defaults us-east-1 and 000000000000).
 	Region, Account string
 	// Now is the clock (default time.Now).
@@ -98,7 +103,18 @@ type Engine struct {
 	actions []func(quotashare.Executor)
 	waiters []chan error
 	reports []quotashare.Report
+	// broken is why the last commit failed: writes are refused until the state is
+	// reloaded from the store. deposed means the lease was lost: the engine stops.
 	broken  error
+	deposed bool
+	lease   quotashare.Lease
+	running bool // Run started the loops
+	// version is the stored format Open found (-1: an empty store); oldKeys are the keys
+	// of a version-0 store's resources, which upgrade replaces.
+	version int
+	oldKeys []recKey
+	// releaseOnce gives the lease up once, at Close.
+	releaseOnce sync.Once
 
 	exec    quotashare.Executor
 	kick    chan struct{}
@@ -143,8 +159,18 @@ func Open(cfg Config) (*Engine, error) {
 		dirty: map[recKey]bool{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		actq: make(chan []func(quotashare.Executor), 256), actDone: make(chan struct{}),
 	}
+	lease, err := cfg.Store.Acquire(context.Background(), cfg.Holder)
+	if err != nil {
+		return nil, err
+	}
+	e.lease = lease
 	if err := e.load(); err != nil {
+		cfg.Store.Release(context.Background(), lease)
 		return nil, fmt.Errorf("loading the store: %w", err)
+	}
+	if err := e.upgrade(); err != nil {
+		cfg.Store.Release(context.Background(), lease)
+		return nil, fmt.Errorf("upgrading the store's format from version %d to %d: %w", e.version, formatVersion, err)
 	}
 	return e, nil
 }
@@ -166,42 +192,49 @@ const (
 	kindJob    = "job"
 )
 
+// load reads the whole state from the store into the engine's empty maps.
 func (e *Engine) load() error {
 	var shares []*quotashare.QuotaShare
 	var jobs []*quotashare.Job
-	err := e.cfg.Store.Load(func(r quotashare.Record) error {
-		var err error
-		switch r.Kind {
-		case kindPolicy:
-			p := &quotashare.SchedulingPolicy{}
-			err = json.Unmarshal(r.Body, p)
-			e.policies[p.ARN] = p
-		case kindEnv:
-			v := &quotashare.Environment{}
-			err = json.Unmarshal(r.Body, v)
-			e.envs[v.ARN] = v
-		case kindQueue:
-			q := &quotashare.Queue{}
-			err = json.Unmarshal(r.Body, q)
-			e.queues[q.ARN] = newQueueState(q)
-		case kindShare:
-			s := &quotashare.QuotaShare{}
-			err = json.Unmarshal(r.Body, s)
-			shares = append(shares, s)
-		case kindJob:
-			j := &quotashare.Job{}
-			err = json.Unmarshal(r.Body, j)
-			jobs = append(jobs, j)
-		default:
-			err = fmt.Errorf("unknown kind")
+	// The _format record sorts before every other kind: the version is known before the
+	// first object. A store with objects and no _format record is of version 0.
+	version, first := 0, true
+	err := e.cfg.Store.Load(context.Background(), func(r quotashare.Record) error {
+		if first {
+			first = false
+			if r.Kind == kindFormat {
+				var f storedFormat
+				if err := json.Unmarshal(r.Body, &f); err != nil {
+					return fmt.Errorf("the stored format record: %w", err)
+				}
+				if f.Version > formatVersion {
+					return fmt.Errorf("the store is of format version %d, newer than this quotashare knows (%d): upgrade quotashare", f.Version, formatVersion)
+				}
+				version = f.Version
+				return nil
+			}
 		}
+		if version == 0 && r.Kind != kindJob {
+			e.oldKeys = append(e.oldKeys, recKey{r.Kind, r.Key}) // ARNs, rewritten by upgrade
+		}
+		s, j, err := e.decode(version, r)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", r.Kind, r.Key, err)
+		}
+		if s != nil {
+			shares = append(shares, s)
+		}
+		if j != nil {
+			jobs = append(jobs, j)
 		}
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	e.version = version
+	if first {
+		e.version = -1 // empty: upgrade writes the format record
 	}
 	for _, s := range shares {
 		qs := e.queues[s.QueueARN]
@@ -301,20 +334,35 @@ func schedJob(j *quotashare.Job) sched.Job {
 func (e *Engine) Run(x quotashare.Executor) error {
 	e.mu.Lock()
 	e.exec = x
+	e.mu.Unlock()
+	if err := e.recoverAttempts(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.running = true
+	e.mu.Unlock()
+	go e.actLoop()
+	go e.commitLoop()
+	e.poke()
+	return nil
+}
+
+// recoverAttempts hands the executor every attempt the state says holds capacity, as a
+// start-up does: it adopts the live ones, and reports again those that ended.
+func (e *Engine) recoverAttempts() error {
+	e.mu.Lock()
 	var specs []quotashare.AttemptSpec
 	for _, j := range e.jobs {
 		if j.Current != nil {
 			specs = append(specs, e.spec(j))
 		}
 	}
+	x := e.exec
 	e.mu.Unlock()
 	slices.SortFunc(specs, func(a, b quotashare.AttemptSpec) int { return cmp.Compare(a.AttemptID, b.AttemptID) })
 	if err := x.Recover(specs); err != nil {
 		return fmt.Errorf("recovering %d attempts: %w", len(specs), err)
 	}
-	go e.actLoop()
-	go e.commitLoop()
-	e.poke()
 	return nil
 }
 
@@ -327,14 +375,26 @@ func (e *Engine) actLoop() {
 	}
 }
 
-// Close stops the committer after the batch in flight; requests after it fail.
+// Close stops the committer after the batch in flight, and gives the store's lease up;
+// requests after it fail.
 func (e *Engine) Close() {
 	select {
 	case <-e.stop:
 	default:
 		close(e.stop)
+		e.mu.Lock()
+		running := e.running
+		e.mu.Unlock()
+		if !running {
+			close(e.stopped)
+		}
 	}
 	<-e.stopped
+	e.releaseOnce.Do(func() {
+		if err := e.cfg.Store.Release(context.Background(), e.lease); err != nil {
+			e.cfg.Logf("quotashare: releasing the store's lease: %v", err)
+		}
+	})
 }
 
 func (e *Engine) poke() {
@@ -361,7 +421,10 @@ func (e *Engine) write(fn func(now time.Time) error) error {
 	e.mu.Lock()
 	if e.broken != nil {
 		e.mu.Unlock()
-		return quotashare.Errorf(quotashare.Internal, "the server cannot write to its store (%v); restart it", e.broken)
+		if e.deposed {
+			return quotashare.Errorf(quotashare.Internal, "this server has stopped: it lost its lease on the store to another server (%v)", e.broken)
+		}
+		return quotashare.Errorf(quotashare.Internal, "the server cannot write to its store (%v); it retries every %v", e.broken, e.cfg.Tick)
 	}
 	if err := fn(e.now()); err != nil {
 		e.mu.Unlock()
@@ -420,12 +483,19 @@ func (e *Engine) commitLoop() {
 
 // cycle applies reports, runs the passes that are due, commits everything changed, and
 // then answers the waiting requests and hands the executor calls to actLoop. It returns
-// false once the store has failed.
+// false once the engine must stop: its lease on the store was lost.
 func (e *Engine) cycle() bool {
 	e.mu.Lock()
-	if e.broken != nil {
+	if e.deposed {
 		e.mu.Unlock()
 		return false
+	}
+	if e.broken != nil {
+		e.mu.Unlock()
+		if !e.reload() {
+			return true // the next tick tries again
+		}
+		e.mu.Lock()
 	}
 	now := e.now()
 	reports := e.reports
@@ -441,25 +511,16 @@ func (e *Engine) cycle() bool {
 	}
 	batch := make([]quotashare.Record, 0, len(e.dirty))
 	for k := range e.dirty {
-		batch = append(batch, e.record(k))
+		batch = append(batch, e.encode(k))
 	}
 	clear(e.dirty)
 	waiters, actions := e.waiters, e.actions
 	e.waiters, e.actions = nil, nil
 	e.mu.Unlock()
 
-	err := e.cfg.Store.Commit(batch)
-	if err != nil {
-		// The memory now holds changes the store does not: stop writing. A restart
-		// rebuilds the state from what was committed.
-		e.mu.Lock()
-		e.broken = err
-		e.mu.Unlock()
-		e.cfg.Logf("quotashare: store commit failed, no more writes until restart: %v", err)
-		for _, w := range waiters {
-			w <- quotashare.Errorf(quotashare.Internal, "the change could not be stored: %v", err)
-		}
-		return false
+	if err := e.cfg.Store.Commit(context.Background(), e.lease, batch); err != nil {
+		e.failed(err, waiters)
+		return !e.deposed
 	}
 	for _, w := range waiters {
 		w <- nil
@@ -470,39 +531,58 @@ func (e *Engine) cycle() bool {
 	return true
 }
 
-func (e *Engine) record(k recKey) quotashare.Record {
-	var v any
-	switch k.kind {
-	case kindPolicy:
-		if p := e.policies[k.key]; p != nil {
-			v = p
-		}
-	case kindEnv:
-		if x := e.envs[k.key]; x != nil {
-			v = x
-		}
-	case kindQueue:
-		if qs := e.queues[k.key]; qs != nil {
-			v = qs.q
-		}
-	case kindShare:
-		if s := e.shareByARN(k.key); s != nil {
-			v = s
-		}
-	case kindJob:
-		if j := e.jobs[k.key]; j != nil {
-			v = j
-		}
+// failed handles a commit that did not happen. The memory now holds changes and
+// decisions the store does not, and the executor has been told none of them: the
+// requests are refused, the executor calls dropped, and the state is reloaded from the
+// store before anything else is done. A lost lease instead stops the engine: another
+// server now writes the store.
+func (e *Engine) failed(err error, waiters []chan error) {
+	e.mu.Lock()
+	e.broken = err
+	e.deposed = errors.Is(err, quotashare.ErrLeaseLost)
+	waiters = append(waiters, e.waiters...) // came in while the batch was being written
+	e.waiters = nil
+	e.actions = nil
+	e.mu.Unlock()
+	var reply error
+	if e.deposed {
+		e.cfg.Logf("quotashare: stopping: %v", err)
+		reply = quotashare.Errorf(quotashare.Internal, "the change was not stored: this server lost its lease on the store to another server (%v)", err)
+	} else {
+		e.cfg.Logf("quotashare: store commit failed, reloading the state from the store: %v", err)
+		reply = quotashare.Errorf(quotashare.Internal, "the change could not be stored, and nothing of it was done: %v", err)
 	}
-	r := quotashare.Record{Kind: k.kind, Key: k.key}
-	if v != nil {
-		b, err := json.Marshal(v)
-		if err != nil {
-			panic(fmt.Sprintf("marshal %s %s: %v", k.kind, k.key, err)) // our own types always marshal
-		}
-		r.Body = b
+	if !e.deposed {
+		e.reload() // before the answers: a refused change is gone when its caller hears
 	}
-	return r
+	for _, w := range waiters {
+		w <- reply
+	}
+}
+
+// reload replaces the state in memory with the store's, after a failed commit, and has
+// the executor recover the attempts again (it reports what ended meanwhile, whose
+// report the failed batch held). It reports whether the engine works again.
+func (e *Engine) reload() bool {
+	n := &Engine{cfg: e.cfg, policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
+		queues: map[string]*queueState{}, jobs: map[string]*quotashare.Job{}, tokens: map[string]string{}}
+	if err := n.load(); err != nil {
+		e.cfg.Logf("quotashare: reloading the state from the store failed, retrying: %v", err)
+		return false
+	}
+	e.mu.Lock()
+	e.policies, e.envs, e.queues, e.jobs, e.tokens = n.policies, n.envs, n.queues, n.jobs, n.tokens
+	if n.lastNow.After(e.lastNow) {
+		e.lastNow = n.lastNow
+	}
+	clear(e.dirty)
+	e.broken = nil
+	e.mu.Unlock()
+	if err := e.recoverAttempts(); err != nil {
+		e.cfg.Logf("quotashare: recovering the attempts after a reload: %v", err)
+	}
+	e.cfg.Logf("quotashare: the state was reloaded from the store; writes are taken again")
+	return true
 }
 
 func (e *Engine) sortedQueues() []*queueState {

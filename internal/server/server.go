@@ -5,11 +5,13 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -73,13 +75,22 @@ func Start(cfg Config) (*Server, error) {
 		}
 		verifier = v
 	}
-	store, err := sqlite.Open(cfg.Data)
+	// Listen first: the store's lease names the address, so that a second server on the
+	// same data folder is told which one holds it.
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, err
 	}
-	engine, err := dispatch.Open(dispatch.Config{Store: store, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf})
+	store, err := sqlite.Open(cfg.Data)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	holder := quotashare.LeaseHolder{ID: newHolderID(), PID: os.Getpid(), Addr: ln.Addr().String()}
+	engine, err := dispatch.Open(dispatch.Config{Store: store, Holder: holder, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf})
 	if err != nil {
 		store.Close()
+		ln.Close()
 		return nil, err
 	}
 	var x quotashare.Executor
@@ -91,18 +102,13 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if err != nil {
 		store.Close()
+		ln.Close()
 		return nil, err
 	}
 	if err := engine.Run(x); err != nil {
 		x.Close()
 		store.Close()
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		engine.Close()
-		x.Close()
-		store.Close()
+		ln.Close()
 		return nil, err
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), engine: engine, exec: x, store: store, ln: ln, done: make(chan error, 1)}
@@ -113,6 +119,14 @@ func Start(cfg Config) (*Server, error) {
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { s.done <- s.http.Serve(ln) }()
 	return s, nil
+}
+
+// newHolderID names this server process in the store's lease: host name and a random part.
+func newHolderID() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s-%x", host, b)
 }
 
 // Engine returns the server's engine (for tests and the CLI's in-process uses).

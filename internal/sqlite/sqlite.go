@@ -2,14 +2,23 @@
 // Go) in the server's data folder, in WAL mode with synchronous=FULL, so that a committed
 // batch survives a crash of the process and of the machine. It knows nothing of what the
 // objects mean.
+//
+// The writer lease is an exclusive lock (flock) on the file quotashare.lock in the data
+// folder, held for as long as the server holds the lease, and a term in the database that
+// every acquisition raises and every commit checks inside its transaction.
 package sqlite
 
 import (
+	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
@@ -19,6 +28,9 @@ import (
 // FileName is the database's name inside the data folder.
 const FileName = "quotashare.db"
 
+// LockName is the lock file's name inside the data folder.
+const LockName = "quotashare.lock"
+
 // migrations bring the schema from version i to i+1; their order never changes.
 var migrations = []string{
 	`CREATE TABLE objects (
@@ -27,18 +39,28 @@ var migrations = []string{
 		body BLOB NOT NULL,
 		PRIMARY KEY (kind, key)
 	) WITHOUT ROWID`,
+	`CREATE TABLE lease (
+		id     INTEGER PRIMARY KEY CHECK (id = 1),
+		term   INTEGER NOT NULL,
+		holder TEXT NOT NULL
+	);
+	INSERT INTO lease (id, term, holder) VALUES (1, 0, '')`,
 }
 
 // DB is a Store in one SQLite file.
 type DB struct {
 	db   *sql.DB
+	dir  string
 	path string
+
+	mu   sync.Mutex
+	lock *os.File // the flock'd lock file while the lease is held
 }
 
 var _ quotashare.Store = (*DB)(nil)
 
 // Open opens (creating if needed) the database in the data folder dir and brings its
-// schema up to date.
+// schema up to date. It takes no lease: call Acquire before writing.
 func Open(dir string) (*DB, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("data folder: %w", err)
@@ -54,7 +76,7 @@ func Open(dir string) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1) // one writer; reads come from the server's memory
-	d := &DB{db: db, path: path}
+	d := &DB{db: db, dir: dir, path: path}
 	if err := d.migrate(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -90,9 +112,77 @@ func (d *DB) migrate() error {
 	return nil
 }
 
+// Acquire locks the data folder for holder and raises the lease's term. A folder locked
+// by another server (in this process or another) is refused at once, naming it.
+func (d *DB) Acquire(ctx context.Context, holder quotashare.LeaseHolder) (quotashare.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return quotashare.Lease{}, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lock != nil {
+		return quotashare.Lease{}, fmt.Errorf("data folder %s: this store already holds its lease: %w", d.dir, quotashare.ErrLeaseHeld)
+	}
+	f, err := os.OpenFile(filepath.Join(d.dir, LockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return quotashare.Lease{}, fmt.Errorf("data folder %s: lock file: %w", d.dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		defer f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			var other quotashare.LeaseHolder
+			b, _ := os.ReadFile(f.Name())
+			json.Unmarshal(b, &other)
+			return quotashare.Lease{}, fmt.Errorf("data folder %s is in use by quotashare pid %d serving %s; stop that server or choose another --data: %w",
+				d.dir, other.PID, other.Addr, quotashare.ErrLeaseHeld)
+		}
+		return quotashare.Lease{}, fmt.Errorf("data folder %s: locking %s: %w", d.dir, LockName, err)
+	}
+	b, _ := json.Marshal(holder)
+	if err := f.Truncate(0); err == nil {
+		_, err = f.WriteAt(append(b, '\n'), 0)
+	}
+	var term int64
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err == nil {
+		err = tx.QueryRowContext(ctx, `UPDATE lease SET term = term + 1, holder = ? WHERE id = 1 RETURNING term`, string(b)).Scan(&term)
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			tx.Rollback()
+		}
+	}
+	if err != nil {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+		return quotashare.Lease{}, fmt.Errorf("data folder %s: raising the lease term: %w", d.dir, err)
+	}
+	d.lock = f
+	return quotashare.Lease{Term: term, Holder: holder}, nil
+}
+
+// Release unlocks the data folder. The term stays as it is: the next Acquire raises it,
+// so commits under this lease fail from then on.
+func (d *DB) Release(ctx context.Context, lease quotashare.Lease) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.unlock()
+}
+
+func (d *DB) unlock() error {
+	if d.lock == nil {
+		return nil
+	}
+	f := d.lock
+	d.lock = nil
+	f.Truncate(0)
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return f.Close()
+}
+
 // Load calls fn for every object, ordered by kind and key.
-func (d *DB) Load(fn func(quotashare.Record) error) error {
-	rows, err := d.db.Query(`SELECT kind, key, body FROM objects ORDER BY kind, key`)
+func (d *DB) Load(ctx context.Context, fn func(quotashare.Record) error) error {
+	rows, err := d.db.QueryContext(ctx, `SELECT kind, key, body FROM objects ORDER BY kind, key`)
 	if err != nil {
 		return err
 	}
@@ -110,41 +200,64 @@ func (d *DB) Load(fn func(quotashare.Record) error) error {
 }
 
 // Commit writes the batch in one transaction: an upsert per record, or a delete where
-// the body is nil. It returns once the transaction is durable.
-func (d *DB) Commit(batch []quotashare.Record) error {
+// the body is nil. It checks the lease's term inside the transaction, and returns once
+// the transaction is durable.
+func (d *DB) Commit(ctx context.Context, lease quotashare.Lease, batch []quotashare.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	held := d.lock != nil
+	d.mu.Unlock()
+	if !held {
+		return fmt.Errorf("committing under term %d after the lease was released: %w", lease.Term, quotashare.ErrLeaseLost)
+	}
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	var term int64
+	if err := tx.QueryRowContext(ctx, `SELECT term FROM lease WHERE id = 1`).Scan(&term); err != nil {
+		return fmt.Errorf("reading the lease term: %w", err)
+	}
+	if term != lease.Term {
+		return fmt.Errorf("committing under term %d, but the store is at term %d: %w", lease.Term, term, quotashare.ErrLeaseLost)
+	}
 	if len(batch) == 0 {
 		return nil
 	}
-	tx, err := d.db.Begin()
-	if err != nil {
-		return err
-	}
-	put, err := tx.Prepare(`INSERT INTO objects (kind, key, body) VALUES (?, ?, ?)
+	put, err := tx.PrepareContext(ctx, `INSERT INTO objects (kind, key, body) VALUES (?, ?, ?)
 		ON CONFLICT (kind, key) DO UPDATE SET body = excluded.body`)
 	if err != nil {
-		tx.Rollback()
 		return err
 	}
 	defer put.Close()
-	del, err := tx.Prepare(`DELETE FROM objects WHERE kind = ? AND key = ?`)
+	del, err := tx.PrepareContext(ctx, `DELETE FROM objects WHERE kind = ? AND key = ?`)
 	if err != nil {
-		tx.Rollback()
 		return err
 	}
 	defer del.Close()
 	for _, r := range batch {
-		if r.Body == nil {
-			_, err = del.Exec(r.Kind, r.Key)
-		} else {
-			_, err = put.Exec(r.Kind, r.Key, r.Body)
+		switch {
+		case r.Kind == "" || r.Key == "":
+			err = fmt.Errorf("a record needs a kind and a key (got kind %q, key %q)", r.Kind, r.Key)
+		case r.Body == nil:
+			_, err = del.ExecContext(ctx, r.Kind, r.Key)
+		default:
+			_, err = put.ExecContext(ctx, r.Kind, r.Key, r.Body)
 		}
 		if err != nil {
-			tx.Rollback()
 			return fmt.Errorf("%s %s: %w", r.Kind, r.Key, err)
 		}
 	}
 	return tx.Commit()
 }
 
-// Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+// Close releases the lease, if held, and closes the database.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	err := d.unlock()
+	d.mu.Unlock()
+	return errors.Join(err, d.db.Close())
+}

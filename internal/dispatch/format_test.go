@@ -1,0 +1,290 @@
+package dispatch
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/storetest"
+)
+
+// fixtureState builds, on a fresh engine, a state that uses every stored field worth
+// pinning: tags, time-limit actions, both share strategies, a borrow limit, a job that
+// ran and succeeded, one running, one waiting, one terminated, retry strategies, client
+// tokens and timeouts. Run it in a synctest bubble: its clock and ids are then the same
+// on every run.
+func fixtureState(t *testing.T, m *storetest.Memory, region string) *Engine {
+	t.Helper()
+	n := 0
+	e, err := Open(Config{Store: m.Open(), Region: region, Logf: t.Logf, NewID: func() string {
+		n++
+		return fmt.Sprintf("00000000-0000-4000-8000-%012d", n)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &recorder{}
+	if err := e.Run(x); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO", Tags: map[string]string{"team": "ml"}}))
+	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 2}}}))
+	prio := 7
+	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
+		EnvOrder: []EnvOrder{{1, "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+			State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"}}, Tags: map[string]string{"q": "1"}}))
+	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+	one := 1
+	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "b", Queue: "q", Strategy: quotashare.LendAndBorrow, BorrowLimit: &one,
+		InSharePreemption: "ENABLED", Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}, Tags: map[string]string{"s": "b"}}))
+	five, hour := 5, 3600
+	j1 := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j1", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload, Priority: &five}))
+	mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j2", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "b", Payload: payload, Priority: &five,
+		Retry:             &quotashare.RetryStrategy{Attempts: 3, Rules: []quotashare.RetryRule{{Action: "RETRY", OnExitCode: "1*"}}},
+		PreemptionRetries: &one, TimeoutSeconds: &hour, Tags: map[string]string{"k": "v"}, ClientToken: "token-2"}))
+	mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j3", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload}))
+	j4 := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j4", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload}))
+	if err := e.Terminate(j4.ID, "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	starts, _ := x.calls()
+	for _, s := range starts {
+		e.Report(quotashare.Report{JobID: s.JobID, AttemptID: s.AttemptID, State: quotashare.AttemptRunning})
+	}
+	synctest.Wait()
+	code := 0
+	e.Report(quotashare.Report{JobID: j1.ID, AttemptID: quotashare.AttemptID(j1.ID, 1), State: quotashare.AttemptExited, Success: true, ExitCode: &code, Reason: "Essential container exited"})
+	synctest.Wait()
+	mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j5", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload}))
+	synctest.Wait()
+	return e
+}
+
+// dumpRecords reads every record of the storage.
+func dumpRecords(t *testing.T, m *storetest.Memory) []storedRecord {
+	t.Helper()
+	var out []storedRecord
+	if err := m.Open().Load(t.Context(), func(r quotashare.Record) error {
+		out = append(out, storedRecord{Kind: r.Kind, Key: r.Key, Body: json.RawMessage(r.Body)})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// storedRecord is a record as the golden fixtures hold it.
+type storedRecord struct {
+	Kind string          `json:"kind"`
+	Key  string          `json:"key"`
+	Body json.RawMessage `json:"body"`
+}
+
+var update = flag.Bool("update", false, "rewrite the golden stored-format fixtures in testdata")
+
+func readFixture(t *testing.T, name string) []storedRecord {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []storedRecord
+	if err := json.Unmarshal(b, &rs); err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// loadFixture makes a storage holding the fixture's records.
+func loadFixture(t *testing.T, name string) *storetest.Memory {
+	t.Helper()
+	m := storetest.NewMemory()
+	st := m.Open()
+	lease, err := st.Acquire(t.Context(), quotashare.LeaseHolder{ID: "fixture"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []quotashare.Record
+	for _, r := range readFixture(t, name) {
+		batch = append(batch, quotashare.Record{Kind: r.Kind, Key: r.Key, Body: r.Body})
+	}
+	if err := st.Commit(t.Context(), lease, batch); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Release(t.Context(), lease); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// compact re-renders each body without spaces, so that fixtures compare by content.
+func compact(t *testing.T, rs []storedRecord) []storedRecord {
+	t.Helper()
+	out := make([]storedRecord, len(rs))
+	for i, r := range rs {
+		var b bytes.Buffer
+		if err := json.Compact(&b, r.Body); err != nil {
+			t.Fatal(err)
+		}
+		out[i] = storedRecord{r.Kind, r.Key, b.Bytes()}
+	}
+	return out
+}
+
+func diffRecords(t *testing.T, got, want []storedRecord) {
+	t.Helper()
+	got, want = compact(t, got), compact(t, want)
+	if len(got) != len(want) {
+		t.Errorf("%d records, want %d", len(got), len(want))
+	}
+	for i := range min(len(got), len(want)) {
+		g, w := got[i], want[i]
+		if g.Kind != w.Kind || g.Key != w.Key || !bytes.Equal(g.Body, w.Body) {
+			t.Errorf("record %d:\n got %s %s %s\nwant %s %s %s", i, g.Kind, g.Key, g.Body, w.Kind, w.Key, w.Body)
+		}
+	}
+}
+
+// TestStoredFormat pins the stored format: the records this release writes for the
+// fixture state are, byte for byte, the golden ones in testdata/stored-v1.json. A change
+// to the stored types fails here; a deliberate one raises formatVersion, teaches decode
+// the old version, and rewrites the fixture with -update.
+func TestStoredFormat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := storetest.NewMemory()
+		fixtureState(t, m, "").Close()
+		got := dumpRecords(t, m)
+		if *update {
+			b, _ := json.MarshalIndent(got, "", "  ")
+			if err := os.WriteFile(filepath.Join("testdata", "stored-v1.json"), append(b, '\n'), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		diffRecords(t, got, readFixture(t, "stored-v1.json"))
+	})
+}
+
+// describeAll renders what a client sees of the engine's state by name, ARNs included.
+func describeAll(t *testing.T, e *Engine) string {
+	t.Helper()
+	var b strings.Builder
+	qs, err := e.DescribeQueues([]string{"q"})
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("queue q by name: %v %v", qs, err)
+	}
+	envs, err := e.DescribeEnvironments([]string{"e"})
+	if err != nil || len(envs) != 1 {
+		t.Fatalf("environment e by name: %v %v", envs, err)
+	}
+	shares, err := e.ListShares("q")
+	if err != nil || len(shares) != 2 {
+		t.Fatalf("shares of q: %v %v", shares, err)
+	}
+	render := func(v any) {
+		out, err := json.Marshal(v) // deep: pointers as what they point to
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(out)
+		b.WriteByte('\n')
+	}
+	render(e.DescribePolicies(e.PolicyARNs()))
+	render(envs)
+	render(qs)
+	render(shares)
+	jobs, _, err := e.ListJobs(ListFilter{Queue: "q", Filter: "JOB_NAME", Values: []string{"*"}}, 0, 100)
+	if err != nil || len(jobs) != 5 {
+		t.Fatalf("jobs of q: %d %v", len(jobs), err)
+	}
+	for _, j := range jobs {
+		j.StatusReason = "" // a waiting job's reason is said again by the first pass
+		render(j)
+	}
+	return b.String()
+}
+
+// TestLoadFormats: the golden records of every format version load into the same state
+// as the engine that wrote them had, and a version-0 store is rewritten in the current
+// format in Open's one commit.
+func TestLoadFormats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		want := describeAll(t, fixtureState(t, storetest.NewMemory(), ""))
+		for _, name := range []string{"stored-v0.json", "stored-v1.json"} {
+			m := loadFixture(t, name)
+			e := openMemory(t, m, &recorder{})
+			if got := describeAll(t, e); got != want {
+				t.Errorf("%s loads as\n%s\nwant\n%s", name, got, want)
+			}
+			e.Close()
+			if name == "stored-v0.json" {
+				// Keys by name, the format record, no ARN left as a key.
+				got := dumpRecords(t, m)
+				if got[0].Kind != kindFormat || string(got[0].Body) != `{"version":1}` {
+					t.Errorf("first record after the upgrade: %s %s %s", got[0].Kind, got[0].Key, got[0].Body)
+				}
+				for _, r := range got {
+					if strings.HasPrefix(r.Key, "arn:") || bytes.Contains(r.Body, []byte("arn:")) {
+						t.Errorf("record %s %s still holds an ARN: %s", r.Kind, r.Key, r.Body)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestNewerFormatRefused: a store written by a newer release is refused, not misread.
+func TestNewerFormatRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := loadFixture(t, "stored-v1.json")
+		st := m.Open()
+		lease, _ := st.Acquire(t.Context(), quotashare.LeaseHolder{ID: "newer"})
+		if err := st.Commit(t.Context(), lease, []quotashare.Record{{Kind: kindFormat, Key: keyFormat, Body: []byte(`{"version":99}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		st.Release(t.Context(), lease)
+		_, err := Open(Config{Store: m.Open()})
+		if err == nil || !strings.Contains(err.Error(), "format version 99, newer than this quotashare knows") {
+			t.Fatalf("opening a newer store: %v", err)
+		}
+	})
+}
+
+// TestRegionChange: a store opened with another region finds every resource and job by
+// name, with ARNs in the new region, and takes new work.
+func TestRegionChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, name := range []string{"stored-v0.json", "stored-v1.json"} {
+			m := loadFixture(t, name)
+			e, err := Open(Config{Store: m.Open(), Region: "eu-west-1", Account: "123456789012", Logf: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Run(&recorder{}); err != nil {
+				t.Fatal(err)
+			}
+			got := describeAll(t, e)
+			if strings.Contains(got, "us-east-1") || !strings.Contains(got, "arn:aws:batch:eu-west-1:123456789012:job-queue/q/quota-share/a") {
+				t.Errorf("%s in eu-west-1:\n%s", name, got)
+			}
+			j, err := submit(e, "after")
+			if err != nil || !strings.HasPrefix(j.ARN, "arn:aws:batch:eu-west-1:123456789012:service-job/") {
+				t.Errorf("%s: submit in the new region: %+v %v", name, j, err)
+			}
+			if _, err := e.DescribeShare("arn:aws:batch:eu-west-1:123456789012:job-queue/q/quota-share/b"); err != nil {
+				t.Errorf("%s: share by its new ARN: %v", name, err)
+			}
+			e.Close()
+		}
+	})
+}

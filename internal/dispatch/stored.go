@@ -1,0 +1,454 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quotashare/quotashare"
+)
+
+// The stored format. Every record's body is one of the stored* types below, with
+// explicit json names: a field renamed in Go changes nothing on disk, and a change of the
+// format is a change of these types, which the golden fixtures in testdata catch.
+//
+// Records are keyed by name, never by ARN: an ARN holds the region and account the
+// server runs as, and a data folder restarted with another --region must still find
+// every resource. ARNs are made again at load. The keys:
+//
+//	policy       policy name
+//	environment  service environment name
+//	queue        job queue name
+//	share        job queue name "/" share name
+//	job          job id
+//	_format      "version": {"version": N}, sorted before every other kind
+//
+// Version 0 (releases before the format was explicit) had no _format record, keyed
+// resources by ARN and held the Go field names of the root types; Open rewrites such a
+// store into the current version in one commit.
+const (
+	formatVersion = 1
+	kindFormat    = "_format"
+	keyFormat     = "version"
+)
+
+type storedFormat struct {
+	Version int `json:"version"`
+}
+
+type storedDemand struct {
+	InstanceType string `json:"instanceType"`
+	Count        int    `json:"count"`
+}
+
+type storedPolicy struct {
+	Name         string            `json:"name"`
+	IdleStrategy string            `json:"idleStrategy,omitempty"`
+	Tags         map[string]string `json:"tags,omitempty"`
+}
+
+type storedEnvironment struct {
+	Name     string            `json:"name"`
+	Disabled bool              `json:"disabled,omitempty"`
+	Limits   []storedDemand    `json:"limits"`
+	Tags     map[string]string `json:"tags,omitempty"`
+}
+
+type storedTimeLimitAction struct {
+	Reason         string `json:"reason"`
+	State          string `json:"state"`
+	MaxTimeSeconds int    `json:"maxTimeSeconds"`
+	Action         string `json:"action"`
+}
+
+type storedQueue struct {
+	Name             string                  `json:"name"`
+	Priority         int                     `json:"priority"`
+	Disabled         bool                    `json:"disabled,omitempty"`
+	Policy           string                  `json:"policy"`
+	Environment      string                  `json:"environment"`
+	EnvironmentOrder int                     `json:"environmentOrder"`
+	TimeLimitActions []storedTimeLimitAction `json:"timeLimitActions,omitempty"`
+	Tags             map[string]string       `json:"tags,omitempty"`
+}
+
+type storedShare struct {
+	Name              string            `json:"name"`
+	Queue             string            `json:"queue"`
+	Limits            []storedDemand    `json:"limits"`
+	Strategy          string            `json:"strategy"`
+	BorrowLimit       int               `json:"borrowLimit"`
+	InSharePreemption bool              `json:"inSharePreemption,omitempty"`
+	Disabled          bool              `json:"disabled,omitempty"`
+	Deleting          bool              `json:"deleting,omitempty"`
+	Tags              map[string]string `json:"tags,omitempty"`
+}
+
+type storedRetryRule struct {
+	Action         string `json:"action"`
+	OnStatusReason string `json:"onStatusReason,omitempty"`
+	OnExitCode     string `json:"onExitCode,omitempty"`
+	OnReason       string `json:"onReason,omitempty"`
+}
+
+type storedRetry struct {
+	Attempts int               `json:"attempts"`
+	Rules    []storedRetryRule `json:"rules,omitempty"`
+}
+
+type storedAttempt struct {
+	ID           string         `json:"id"`
+	ScheduledAt  time.Time      `json:"scheduledAt,omitzero"`
+	StartedAt    time.Time      `json:"startedAt,omitzero"`
+	StoppedAt    time.Time      `json:"stoppedAt,omitzero"`
+	StatusReason string         `json:"statusReason,omitempty"`
+	ExitCode     *int           `json:"exitCode,omitempty"`
+	Borrowed     []storedDemand `json:"borrowed,omitempty"`
+	Stop         string         `json:"stop,omitempty"`
+	StopReason   string         `json:"stopReason,omitempty"`
+	StopFor      string         `json:"stopFor,omitempty"`
+}
+
+type storedJob struct {
+	ID                string            `json:"id"`
+	Name              string            `json:"name"`
+	Queue             string            `json:"queue"`
+	Share             string            `json:"share,omitempty"`
+	Priority          int               `json:"priority"`
+	Payload           string            `json:"payload"`
+	Need              []storedDemand    `json:"need"`
+	Status            string            `json:"status"`
+	StatusReason      string            `json:"statusReason,omitempty"`
+	CreatedAt         time.Time         `json:"createdAt"`
+	StoppedAt         time.Time         `json:"stoppedAt,omitzero"`
+	RunnableSince     time.Time         `json:"runnableSince,omitzero"`
+	IsTerminated      bool              `json:"isTerminated,omitempty"`
+	Retry             *storedRetry      `json:"retry,omitempty"`
+	PreemptionRetries *int              `json:"preemptionRetries,omitempty"`
+	TimeoutSeconds    int               `json:"timeoutSeconds,omitempty"`
+	Tags              map[string]string `json:"tags,omitempty"`
+	ClientToken       string            `json:"clientToken,omitempty"`
+	Current           *storedAttempt    `json:"current,omitempty"`
+	Attempts          []storedAttempt   `json:"attempts,omitempty"`
+	Preempted         []storedAttempt   `json:"preempted,omitempty"`
+	PreemptedCount    int               `json:"preemptedCount,omitempty"`
+	Seq               int               `json:"seq"`
+	TerminateReason   string            `json:"terminateReason,omitempty"`
+	WaitCode          string            `json:"waitCode,omitempty"`
+	CapacityRefusals  int               `json:"capacityRefusals,omitempty"`
+	HeldUntil         time.Time         `json:"heldUntil,omitzero"`
+	HeldFor           string            `json:"heldFor,omitempty"`
+}
+
+func toStoredDemands(ds []quotashare.Demand) []storedDemand {
+	if ds == nil {
+		return nil
+	}
+	out := make([]storedDemand, len(ds))
+	for i, d := range ds {
+		out[i] = storedDemand(d)
+	}
+	return out
+}
+
+func fromStoredDemands(ds []storedDemand) []quotashare.Demand {
+	if ds == nil {
+		return nil
+	}
+	out := make([]quotashare.Demand, len(ds))
+	for i, d := range ds {
+		out[i] = quotashare.Demand(d)
+	}
+	return out
+}
+
+func toStoredAttempt(a quotashare.Attempt) storedAttempt {
+	return storedAttempt{ID: a.ID, ScheduledAt: a.ScheduledAt, StartedAt: a.StartedAt, StoppedAt: a.StoppedAt, StatusReason: a.StatusReason,
+		ExitCode: a.ExitCode, Borrowed: toStoredDemands(a.Borrowed), Stop: string(a.Stop), StopReason: a.StopReason, StopFor: a.StopFor}
+}
+
+func fromStoredAttempt(a storedAttempt) quotashare.Attempt {
+	return quotashare.Attempt{ID: a.ID, ScheduledAt: a.ScheduledAt, StartedAt: a.StartedAt, StoppedAt: a.StoppedAt, StatusReason: a.StatusReason,
+		ExitCode: a.ExitCode, Borrowed: fromStoredDemands(a.Borrowed), Stop: quotashare.StopCause(a.Stop), StopReason: a.StopReason, StopFor: a.StopFor}
+}
+
+func toStoredAttempts(as []quotashare.Attempt) []storedAttempt {
+	if as == nil {
+		return nil
+	}
+	out := make([]storedAttempt, len(as))
+	for i, a := range as {
+		out[i] = toStoredAttempt(a)
+	}
+	return out
+}
+
+func fromStoredAttempts(as []storedAttempt) []quotashare.Attempt {
+	if as == nil {
+		return nil
+	}
+	out := make([]quotashare.Attempt, len(as))
+	for i, a := range as {
+		out[i] = fromStoredAttempt(a)
+	}
+	return out
+}
+
+func toStoredJob(j *quotashare.Job) storedJob {
+	s := storedJob{ID: j.ID, Name: j.Name, Queue: nameOf(j.QueueARN), Share: j.Share, Priority: j.Priority, Payload: j.Payload,
+		Need: toStoredDemands(j.Need), Status: string(j.Status), StatusReason: j.StatusReason, CreatedAt: j.CreatedAt, StoppedAt: j.StoppedAt,
+		RunnableSince: j.RunnableSince, IsTerminated: j.IsTerminated, PreemptionRetries: j.PreemptionRetries, TimeoutSeconds: j.TimeoutSeconds,
+		Tags: j.Tags, ClientToken: j.ClientToken, Attempts: toStoredAttempts(j.Attempts), Preempted: toStoredAttempts(j.Preempted),
+		PreemptedCount: j.PreemptedCount, Seq: j.Seq, TerminateReason: j.TerminateReason, WaitCode: j.WaitCode,
+		CapacityRefusals: j.CapacityRefusals, HeldUntil: j.HeldUntil, HeldFor: j.HeldFor}
+	if j.Retry != nil {
+		s.Retry = &storedRetry{Attempts: j.Retry.Attempts}
+		for _, r := range j.Retry.Rules {
+			s.Retry.Rules = append(s.Retry.Rules, storedRetryRule(r))
+		}
+	}
+	if j.Current != nil {
+		a := toStoredAttempt(*j.Current)
+		s.Current = &a
+	}
+	return s
+}
+
+func (e *Engine) fromStoredJob(s storedJob) *quotashare.Job {
+	j := &quotashare.Job{ID: s.ID, Name: s.Name, ARN: e.arn("service-job", s.ID), QueueARN: e.arn("job-queue", s.Queue), Share: s.Share,
+		Priority: s.Priority, Payload: s.Payload, Need: fromStoredDemands(s.Need), Status: quotashare.JobStatus(s.Status),
+		StatusReason: s.StatusReason, CreatedAt: s.CreatedAt, StoppedAt: s.StoppedAt, RunnableSince: s.RunnableSince,
+		IsTerminated: s.IsTerminated, PreemptionRetries: s.PreemptionRetries, TimeoutSeconds: s.TimeoutSeconds, Tags: s.Tags,
+		ClientToken: s.ClientToken, Attempts: fromStoredAttempts(s.Attempts), Preempted: fromStoredAttempts(s.Preempted),
+		PreemptedCount: s.PreemptedCount, Seq: s.Seq, TerminateReason: s.TerminateReason, WaitCode: s.WaitCode,
+		CapacityRefusals: s.CapacityRefusals, HeldUntil: s.HeldUntil, HeldFor: s.HeldFor}
+	if s.Retry != nil {
+		j.Retry = &quotashare.RetryStrategy{Attempts: s.Retry.Attempts}
+		for _, r := range s.Retry.Rules {
+			j.Retry.Rules = append(j.Retry.Rules, quotashare.RetryRule(r))
+		}
+	}
+	if s.Current != nil {
+		a := fromStoredAttempt(*s.Current)
+		j.Current = &a
+	}
+	return j
+}
+
+func toStoredTimeLimitActions(as []quotashare.TimeLimitAction) []storedTimeLimitAction {
+	var out []storedTimeLimitAction
+	for _, a := range as {
+		out = append(out, storedTimeLimitAction(a))
+	}
+	return out
+}
+
+func fromStoredTimeLimitActions(as []storedTimeLimitAction) []quotashare.TimeLimitAction {
+	var out []quotashare.TimeLimitAction
+	for _, a := range as {
+		out = append(out, quotashare.TimeLimitAction(a))
+	}
+	return out
+}
+
+// shareARN is a quota share's ARN: its queue's, then /quota-share/ and its name.
+func shareARN(queueARN, name string) string { return queueARN + "/quota-share/" + name }
+
+// storedKey turns an object's key in memory (an ARN for a resource, the id for a job)
+// into its key in the store.
+func storedKey(kind, key string) string {
+	switch kind {
+	case kindPolicy, kindEnv, kindQueue:
+		return nameOf(key)
+	case kindShare:
+		_, rest, _ := strings.Cut(key, ":job-queue/")
+		q, s, _ := strings.Cut(rest, "/quota-share/")
+		return q + "/" + s
+	}
+	return key
+}
+
+// encode renders the object at a key in memory as its stored record; an object no longer
+// in memory gives a deletion.
+func (e *Engine) encode(k recKey) quotashare.Record {
+	var v any
+	switch k.kind {
+	case kindPolicy:
+		if p := e.policies[k.key]; p != nil {
+			v = storedPolicy{Name: p.Name, IdleStrategy: p.IdleStrategy, Tags: p.Tags}
+		}
+	case kindEnv:
+		if x := e.envs[k.key]; x != nil {
+			v = storedEnvironment{Name: x.Name, Disabled: x.Disabled, Limits: toStoredDemands(x.Limits), Tags: x.Tags}
+		}
+	case kindQueue:
+		if qs := e.queues[k.key]; qs != nil {
+			q := qs.q
+			v = storedQueue{Name: q.Name, Priority: q.Priority, Disabled: q.Disabled, Policy: nameOf(q.PolicyARN),
+				Environment: nameOf(q.EnvironmentARN), EnvironmentOrder: q.EnvironmentOrder,
+				TimeLimitActions: toStoredTimeLimitActions(q.TimeLimitActions), Tags: q.Tags}
+		}
+	case kindShare:
+		if s := e.shareByARN(k.key); s != nil {
+			v = storedShare{Name: s.Name, Queue: nameOf(s.QueueARN), Limits: toStoredDemands(s.Limits), Strategy: string(s.Strategy),
+				BorrowLimit: s.BorrowLimit, InSharePreemption: s.InSharePreemption, Disabled: s.Disabled, Deleting: s.Deleting, Tags: s.Tags}
+		}
+	case kindJob:
+		if j := e.jobs[k.key]; j != nil {
+			v = toStoredJob(j)
+		}
+	}
+	r := quotashare.Record{Kind: k.kind, Key: storedKey(k.kind, k.key)}
+	if v != nil {
+		b, err := json.Marshal(v)
+		if err != nil {
+			panic(fmt.Sprintf("marshal %s %s: %v", k.kind, k.key, err)) // our own types always marshal
+		}
+		r.Body = b
+	}
+	return r
+}
+
+// decode reads one stored record of the given format version into the engine's maps;
+// shares and jobs are returned, to be placed in their queues once every queue is in.
+func (e *Engine) decode(version int, r quotashare.Record) (*quotashare.QuotaShare, *quotashare.Job, error) {
+	if version == 0 {
+		return e.decodeV0(r)
+	}
+	switch r.Kind {
+	case kindPolicy:
+		var s storedPolicy
+		if err := json.Unmarshal(r.Body, &s); err != nil {
+			return nil, nil, err
+		}
+		p := &quotashare.SchedulingPolicy{Name: s.Name, ARN: e.arn("scheduling-policy", s.Name), IdleStrategy: s.IdleStrategy, Tags: s.Tags}
+		e.policies[p.ARN] = p
+	case kindEnv:
+		var s storedEnvironment
+		if err := json.Unmarshal(r.Body, &s); err != nil {
+			return nil, nil, err
+		}
+		v := &quotashare.Environment{Name: s.Name, ARN: e.arn("service-environment", s.Name), Disabled: s.Disabled,
+			Limits: fromStoredDemands(s.Limits), Tags: s.Tags}
+		e.envs[v.ARN] = v
+	case kindQueue:
+		var s storedQueue
+		if err := json.Unmarshal(r.Body, &s); err != nil {
+			return nil, nil, err
+		}
+		q := &quotashare.Queue{Name: s.Name, ARN: e.arn("job-queue", s.Name), Priority: s.Priority, Disabled: s.Disabled,
+			PolicyARN: e.arn("scheduling-policy", s.Policy), EnvironmentARN: e.arn("service-environment", s.Environment),
+			EnvironmentOrder: s.EnvironmentOrder, TimeLimitActions: fromStoredTimeLimitActions(s.TimeLimitActions), Tags: s.Tags}
+		e.queues[q.ARN] = newQueueState(q)
+	case kindShare:
+		var s storedShare
+		if err := json.Unmarshal(r.Body, &s); err != nil {
+			return nil, nil, err
+		}
+		qarn := e.arn("job-queue", s.Queue)
+		return &quotashare.QuotaShare{Name: s.Name, ARN: shareARN(qarn, s.Name), QueueARN: qarn, Limits: fromStoredDemands(s.Limits),
+			Strategy: quotashare.Strategy(s.Strategy), BorrowLimit: s.BorrowLimit, InSharePreemption: s.InSharePreemption,
+			Disabled: s.Disabled, Deleting: s.Deleting, Tags: s.Tags}, nil, nil
+	case kindJob:
+		var s storedJob
+		if err := json.Unmarshal(r.Body, &s); err != nil {
+			return nil, nil, err
+		}
+		return nil, e.fromStoredJob(s), nil
+	default:
+		return nil, nil, fmt.Errorf("unknown kind")
+	}
+	return nil, nil, nil
+}
+
+// decodeV0 reads a record of the format before version 1: the root types marshalled as
+// they were, keyed and linked by ARN. The ARNs are made again from the names, in the
+// region and account the server runs as now.
+func (e *Engine) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotashare.Job, error) {
+	switch r.Kind {
+	case kindPolicy:
+		p := &quotashare.SchedulingPolicy{}
+		if err := json.Unmarshal(r.Body, p); err != nil {
+			return nil, nil, err
+		}
+		p.ARN = e.arn("scheduling-policy", p.Name)
+		e.policies[p.ARN] = p
+	case kindEnv:
+		v := &quotashare.Environment{}
+		if err := json.Unmarshal(r.Body, v); err != nil {
+			return nil, nil, err
+		}
+		v.ARN = e.arn("service-environment", v.Name)
+		e.envs[v.ARN] = v
+	case kindQueue:
+		q := &quotashare.Queue{}
+		if err := json.Unmarshal(r.Body, q); err != nil {
+			return nil, nil, err
+		}
+		q.ARN = e.arn("job-queue", q.Name)
+		q.PolicyARN = e.arn("scheduling-policy", nameOf(q.PolicyARN))
+		q.EnvironmentARN = e.arn("service-environment", nameOf(q.EnvironmentARN))
+		e.queues[q.ARN] = newQueueState(q)
+	case kindShare:
+		s := &quotashare.QuotaShare{}
+		if err := json.Unmarshal(r.Body, s); err != nil {
+			return nil, nil, err
+		}
+		s.QueueARN = e.arn("job-queue", nameOf(s.QueueARN))
+		s.ARN = shareARN(s.QueueARN, s.Name)
+		return s, nil, nil
+	case kindJob:
+		j := &quotashare.Job{}
+		if err := json.Unmarshal(r.Body, j); err != nil {
+			return nil, nil, err
+		}
+		j.ARN = e.arn("service-job", j.ID)
+		j.QueueARN = e.arn("job-queue", nameOf(j.QueueARN))
+		return nil, j, nil
+	default:
+		return nil, nil, fmt.Errorf("unknown kind")
+	}
+	return nil, nil, nil
+}
+
+// upgrade writes a store of an older format (or an empty one) in the current format, in
+// one commit: every object again, under its key by name, the old keys deleted, and the
+// format record. A crash before the commit leaves the old store as it was.
+func (e *Engine) upgrade() error {
+	if e.version == formatVersion {
+		return nil
+	}
+	var batch []quotashare.Record
+	for _, k := range e.oldKeys {
+		batch = append(batch, quotashare.Record{Kind: k.kind, Key: k.key})
+	}
+	if e.version == 0 {
+		for arn := range e.policies {
+			batch = append(batch, e.encode(recKey{kindPolicy, arn}))
+		}
+		for arn := range e.envs {
+			batch = append(batch, e.encode(recKey{kindEnv, arn}))
+		}
+		for arn, qs := range e.queues {
+			batch = append(batch, e.encode(recKey{kindQueue, arn}))
+			for _, s := range qs.shares {
+				batch = append(batch, e.encode(recKey{kindShare, s.ARN}))
+			}
+		}
+		for id := range e.jobs {
+			batch = append(batch, e.encode(recKey{kindJob, id}))
+		}
+	}
+	f, _ := json.Marshal(storedFormat{Version: formatVersion})
+	batch = append(batch, quotashare.Record{Kind: kindFormat, Key: keyFormat, Body: f})
+	if err := e.cfg.Store.Commit(context.Background(), e.lease, batch); err != nil {
+		return err
+	}
+	if e.version == 0 {
+		e.cfg.Logf("quotashare: the store was rewritten from format version 0 to %d (%d records)", formatVersion, len(batch))
+	}
+	e.version, e.oldKeys = formatVersion, nil
+	return nil
+}
