@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare/internal/sched"
-	"github.com/quotashare/quotashare/internal/schedtest"
+	"github.com/quotashare/quotashare/internal/sim"
 )
 
 const usage = `usage: quotashare COMMAND [flags] [ARGS]
@@ -111,7 +111,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	out, err := schedtest.Run(sched.New(sched.Config{HeadOfLineTimeout: *hol, BackfillDepth: *depth}), string(script))
+	out, err := sim.Run(sched.New(sched.Config{HeadOfLineTimeout: *hol, BackfillDepth: *depth}), string(script))
 	fmt.Fprint(stdout, out)
 	if err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)

@@ -9,6 +9,7 @@ import (
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/sched"
 	"github.com/quotashare/quotashare/internal/schedtest"
+	"github.com/quotashare/quotashare/internal/sim"
 )
 
 var benchTypes = []string{"ml.g5.xlarge", "ml.g5.12xlarge", "ml.g6.xlarge", "ml.p4d.24xlarge", "ml.p5.48xlarge"}
@@ -17,13 +18,13 @@ var benchTypes = []string{"ml.g5.xlarge", "ml.g5.12xlarge", "ml.g6.xlarge", "ml.
 // RUNNABLE jobs and `active` running attempts, with capacity for `free` more starts; the
 // jobs' priorities cycle through the first `priorities`.
 type benchWorld struct {
-	core      schedtest.Core
+	core      sim.Core
 	queued    []string
 	started   int
 	preempted int
 }
 
-func newBenchWorld(b *testing.B, core schedtest.Core, queued, active, free, priorities int) *benchWorld {
+func newBenchWorld(b *testing.B, core sim.Core, queued, active, free, priorities int) *benchWorld {
 	b.Helper()
 	const shares = 20
 	perType := active / len(benchTypes)
@@ -108,7 +109,7 @@ func (w *benchWorld) pass(b *testing.B, now time.Time) {
 	b.StartTimer()
 }
 
-func benchPass(b *testing.B, core schedtest.Core, queued, active, free int) {
+func benchPass(b *testing.B, core sim.Core, queued, active, free int) {
 	w := newBenchWorld(b, core, queued, active, free, 7)
 	now := time.Unix(1_700_010_000, 0)
 	for b.Loop() {

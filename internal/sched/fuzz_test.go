@@ -7,6 +7,7 @@ import (
 
 	"github.com/quotashare/quotashare/internal/sched"
 	"github.com/quotashare/quotashare/internal/schedtest"
+	"github.com/quotashare/quotashare/internal/sim"
 )
 
 // FuzzScenario feeds arbitrary scripts (the input of `quotashare simulate`) to the core and
@@ -26,8 +27,8 @@ func FuzzScenario(f *testing.F) {
 		if len(script) > 4000 {
 			return
 		}
-		got, errFast := schedtest.Run(sched.New(sched.Config{}), script)
-		ref, errRef := schedtest.Run(schedtest.NewReference(sched.Config{}), script)
+		got, errFast := sim.Run(sched.New(sched.Config{}), script)
+		ref, errRef := sim.Run(schedtest.NewReference(sched.Config{}), script)
 		if (errFast == nil) != (errRef == nil) {
 			t.Fatalf("fast error %v, reference error %v", errFast, errRef)
 		}

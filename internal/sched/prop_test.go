@@ -14,6 +14,7 @@ import (
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/sched"
 	"github.com/quotashare/quotashare/internal/schedtest"
+	"github.com/quotashare/quotashare/internal/sim"
 )
 
 var propTypes = []string{"ml.g5.xlarge", "ml.g5.12xlarge", "ml.p4d.24xlarge"}
@@ -22,14 +23,14 @@ var propTypes = []string{"ml.g5.xlarge", "ml.g5.12xlarge", "ml.p4d.24xlarge"}
 // (determinism, invariant 8) and the reference; a ledger checks the invariants.
 type world struct {
 	t      *rapid.T
-	cores  []schedtest.Core
+	cores  []sim.Core
 	ledger *schedtest.Ledger
 	clock  int64
 	nextID int
 	log    []string
 }
 
-func (w *world) each(what string, f func(c schedtest.Core) error) {
+func (w *world) each(what string, f func(c sim.Core) error) {
 	w.log = append(w.log, what)
 	var first error
 	for i, c := range w.cores {
@@ -129,7 +130,7 @@ func (w *world) plan() {
 
 func runProperty(t *rapid.T, cfg sched.Config) {
 	w := &world{t: t, ledger: schedtest.NewLedger(),
-		cores: []schedtest.Core{sched.New(cfg), sched.New(cfg), schedtest.NewReference(cfg)}}
+		cores: []sim.Core{sched.New(cfg), sched.New(cfg), schedtest.NewReference(cfg)}}
 	w.ledger.MayHold = cfg.HeadOfLineTimeout > 0 || cfg.BackfillDepth > 0
 	types := propTypes[:rapid.IntRange(1, len(propTypes)).Draw(t, "types")]
 	nShares := rapid.SampledFrom([]int{3, 2, 4, 1}).Draw(t, "shares")
@@ -142,7 +143,7 @@ func runProperty(t *rapid.T, cfg sched.Config) {
 			owned[d.InstanceType] += d.Count
 		}
 		w.ledger.Shares[sh.Name] = sh
-		w.each(fmt.Sprintf("share %+v", sh), func(c schedtest.Core) error { return c.SetShare(sh) })
+		w.each(fmt.Sprintf("share %+v", sh), func(c sim.Core) error { return c.SetShare(sh) })
 	}
 	setCapacity := func(slack func(ty string) int) {
 		var caps []quotashare.Demand
@@ -151,7 +152,7 @@ func runProperty(t *rapid.T, cfg sched.Config) {
 			caps = append(caps, quotashare.Demand{InstanceType: ty, Count: n})
 			w.ledger.Capacity[ty] = n
 		}
-		w.each(fmt.Sprintf("capacity %v", caps), func(c schedtest.Core) error { return c.SetCapacity(caps) })
+		w.each(fmt.Sprintf("capacity %v", caps), func(c sim.Core) error { return c.SetCapacity(caps) })
 	}
 	setCapacity(func(ty string) int { return rapid.SampledFrom([]int{0, 0, 1, 2}).Draw(t, "slack."+ty) })
 
@@ -168,7 +169,7 @@ func runProperty(t *rapid.T, cfg sched.Config) {
 			prio := rapid.IntRange(0, 5).Draw(t, "prio")
 			j := sched.Job{ID: id, Share: share, Priority: prio, Need: needs, SubmittedAt: now}
 			w.ledger.Jobs[id] = &schedtest.LedgerJob{ID: id, Share: share, Priority: prio, Need: needs, State: "queued"}
-			w.each(fmt.Sprintf("submit %s %s prio=%d %v at=%d", id, share, prio, needs, w.clock), func(c schedtest.Core) error { return c.Submit(j) })
+			w.each(fmt.Sprintf("submit %s %s prio=%d %v at=%d", id, share, prio, needs, w.clock), func(c sim.Core) error { return c.Submit(j) })
 		case 3, 4, 5:
 			w.plan()
 		case 6, 13: // an attempt ends: stopping ones are usually requeued, active ones finish
@@ -179,7 +180,7 @@ func runProperty(t *rapid.T, cfg sched.Config) {
 			id := rapid.SampledFrom(ids).Draw(t, "stop")
 			j := w.ledger.Jobs[id]
 			requeue := j.State == "stopping" && rapid.IntRange(0, 3).Draw(t, "requeue") > 0
-			w.each(fmt.Sprintf("stopped %s requeue=%v", id, requeue), func(c schedtest.Core) error { return c.Stopped(id, requeue, now) })
+			w.each(fmt.Sprintf("stopped %s requeue=%v", id, requeue), func(c sim.Core) error { return c.Stopped(id, requeue, now) })
 			if requeue {
 				j.State = "queued"
 			} else {
@@ -193,7 +194,7 @@ func runProperty(t *rapid.T, cfg sched.Config) {
 			id := rapid.SampledFrom(ids).Draw(t, "prioJob")
 			p := rapid.IntRange(0, 6).Draw(t, "newPrio")
 			w.ledger.Jobs[id].Priority = p
-			w.each(fmt.Sprintf("priority %s %d", id, p), func(c schedtest.Core) error { return c.SetPriority(id, p) })
+			w.each(fmt.Sprintf("priority %s %d", id, p), func(c sim.Core) error { return c.SetPriority(id, p) })
 		case 8: // a share's configuration changes (limits lowered or raised, strategy)
 			name := rapid.SampledFrom(shareNames).Draw(t, "reshare")
 			old := w.ledger.Shares[name]
@@ -205,7 +206,7 @@ func runProperty(t *rapid.T, cfg sched.Config) {
 				owned[d.InstanceType] += d.Count
 			}
 			w.ledger.Shares[name] = sh
-			w.each(fmt.Sprintf("share %+v", sh), func(c schedtest.Core) error { return c.SetShare(sh) })
+			w.each(fmt.Sprintf("share %+v", sh), func(c sim.Core) error { return c.SetShare(sh) })
 		case 9: // the environment changes, sometimes below usage
 			setCapacity(func(ty string) int { return rapid.IntRange(-3, 2).Draw(t, "reslack."+ty) })
 		case 10: // a waiting job is terminated
@@ -215,7 +216,7 @@ func runProperty(t *rapid.T, cfg sched.Config) {
 			}
 			id := rapid.SampledFrom(ids).Draw(t, "remove")
 			delete(w.ledger.Jobs, id)
-			w.each("remove "+id, func(c schedtest.Core) error { return c.Remove(id) })
+			w.each("remove "+id, func(c sim.Core) error { return c.Remove(id) })
 		case 11: // an active attempt is terminated or times out: it stops on its own
 			ids := w.jobsIn("active")
 			if len(ids) == 0 {
@@ -223,7 +224,7 @@ func runProperty(t *rapid.T, cfg sched.Config) {
 			}
 			id := rapid.SampledFrom(ids).Draw(t, "terminate")
 			w.ledger.Jobs[id].State = "stopping"
-			w.each("stopping "+id, func(c schedtest.Core) error { return c.Stopping(id) })
+			w.each("stopping "+id, func(c sim.Core) error { return c.Stopping(id) })
 		}
 	}
 	w.plan()

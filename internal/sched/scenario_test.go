@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotashare/quotashare/internal/sched"
 	"github.com/quotashare/quotashare/internal/schedtest"
+	"github.com/quotashare/quotashare/internal/sim"
 )
 
 // errorLines are compared without their wording between the two schedulers.
@@ -42,7 +43,7 @@ func TestScenarios(t *testing.T) {
 			if name == "head_of_line" {
 				cfg.HeadOfLineTimeout = time.Minute
 			}
-			got, err := schedtest.Run(sched.New(cfg), string(script))
+			got, err := sim.Run(sched.New(cfg), string(script))
 			if err != nil {
 				t.Fatalf("%v\n%s", err, got)
 			}
@@ -59,7 +60,7 @@ func TestScenarios(t *testing.T) {
 			if d := cmp.Diff(string(want), got); d != "" {
 				t.Errorf("transcript differs from %s (-want +got):\n%s", golden, d)
 			}
-			ref, err := schedtest.Run(schedtest.NewReference(cfg), string(script))
+			ref, err := sim.Run(schedtest.NewReference(cfg), string(script))
 			if err != nil {
 				t.Fatalf("reference: %v\n%s", err, ref)
 			}

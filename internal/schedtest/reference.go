@@ -1,3 +1,6 @@
+// Package schedtest holds what the scheduling core's tests share: the reference scheduler
+// (a plain, slow implementation of SPEC.md that the fast one is compared with) and the
+// invariant checker. The scenario runner they both run under is internal/sim.
 package schedtest
 
 import (
@@ -9,6 +12,7 @@ import (
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/sched"
+	"github.com/quotashare/quotashare/internal/sim"
 )
 
 // Reference is a small, obviously correct scheduler with the same rules as sched, written
@@ -56,7 +60,7 @@ type refEarmark struct {
 	borrowReady bool
 }
 
-var _ Core = (*Reference)(nil)
+var _ sim.Core = (*Reference)(nil)
 
 // NewReference returns an empty reference scheduler.
 func NewReference(cfg sched.Config) *Reference {
@@ -69,7 +73,7 @@ func NewReference(cfg sched.Config) *Reference {
 	return &Reference{cfg: cfg, capacity: map[string]int{}, shares: map[string]*refShare{}, jobs: map[string]*refJob{}, heldBy: map[string]string{}}
 }
 
-// SetCapacity implements Core.
+// SetCapacity implements sim.Core.
 func (r *Reference) SetCapacity(limits []quotashare.Demand) error {
 	if err := sched.CheckCapacity(limits); err != nil {
 		return err
@@ -81,7 +85,7 @@ func (r *Reference) SetCapacity(limits []quotashare.Demand) error {
 	return nil
 }
 
-// SetShare implements Core.
+// SetShare implements sim.Core.
 func (r *Reference) SetShare(cfg sched.Share) error {
 	if err := sched.CheckShare(cfg); err != nil {
 		return err
@@ -97,7 +101,7 @@ func (r *Reference) SetShare(cfg sched.Share) error {
 	return nil
 }
 
-// RemoveShare implements Core.
+// RemoveShare implements sim.Core.
 func (r *Reference) RemoveShare(name string) error {
 	if r.shares[name] == nil {
 		return fmt.Errorf("quota share %s does not exist", name)
@@ -111,7 +115,7 @@ func (r *Reference) RemoveShare(name string) error {
 	return nil
 }
 
-// Submit implements Core.
+// Submit implements sim.Core.
 func (r *Reference) Submit(j sched.Job) error {
 	if err := sched.CheckNeed(j.Need); err != nil {
 		return err
@@ -133,7 +137,7 @@ func (r *Reference) Submit(j sched.Job) error {
 	return nil
 }
 
-// SetPriority implements Core.
+// SetPriority implements sim.Core.
 func (r *Reference) SetPriority(id string, p int) error {
 	j := r.jobs[id]
 	if j == nil {
@@ -146,7 +150,7 @@ func (r *Reference) SetPriority(id string, p int) error {
 	return nil
 }
 
-// Running implements Core.
+// Running implements sim.Core.
 func (r *Reference) Running(id string, at time.Time) error {
 	j := r.jobs[id]
 	if j == nil {
@@ -158,7 +162,7 @@ func (r *Reference) Running(id string, at time.Time) error {
 	return nil
 }
 
-// Remove implements Core.
+// Remove implements sim.Core.
 func (r *Reference) Remove(id string) error {
 	j := r.jobs[id]
 	if j == nil || j.state != "queued" {
@@ -171,7 +175,7 @@ func (r *Reference) Remove(id string) error {
 	return nil
 }
 
-// Stopping implements Core.
+// Stopping implements sim.Core.
 func (r *Reference) Stopping(id string) error {
 	j := r.jobs[id]
 	if j == nil || j.state == "queued" {
@@ -181,7 +185,7 @@ func (r *Reference) Stopping(id string) error {
 	return nil
 }
 
-// Stopped implements Core.
+// Stopped implements sim.Core.
 func (r *Reference) Stopped(id string, requeue bool, now time.Time) error {
 	j := r.jobs[id]
 	if j == nil || j.state == "queued" {

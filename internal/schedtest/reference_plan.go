@@ -19,7 +19,7 @@ type refPass struct {
 	held     map[string]bool // shares whose phase 1 stopped at a job about to borrow
 }
 
-// Plan implements Core: one scheduling pass, the same phases as sched in the plainest form.
+// Plan implements sim.Core: one scheduling pass, the same phases as sched in the plainest form.
 func (r *Reference) Plan(now time.Time) sched.Plan {
 	r.pass++
 	p := &refPass{r: r, now: now.UnixNano(), avail: map[string]int{}}

@@ -80,7 +80,7 @@ func (r *Reference) classify(j *refJob) sched.Reason {
 	return r.reasonFor(j, sched.ReasonNoFreeCapacity, j.need[0])
 }
 
-// Reason implements Core.
+// Reason implements sim.Core.
 func (r *Reference) Reason(id string) (sched.Reason, bool) {
 	j := r.jobs[id]
 	if j == nil || j.state != "queued" {
@@ -115,7 +115,7 @@ func (r *Reference) Reason(id string) (sched.Reason, bool) {
 	return rs, true
 }
 
-// Usage implements Core.
+// Usage implements sim.Core.
 func (r *Reference) Usage() []sched.ShareUsage {
 	var out []sched.ShareUsage
 	for _, name := range r.shareNames() {

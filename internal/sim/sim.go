@@ -1,7 +1,9 @@
-// Package schedtest holds what the scheduling core's tests share: the Core interface that
-// both the fast scheduler and the reference scheduler implement, a runner for scenario
-// scripts with golden output, the reference scheduler, and the invariant checker.
-package schedtest
+// Package sim runs scenario scripts against a scheduling core and renders what it
+// decided: every input line, and after each plan the decisions, the reason of every
+// waiting job and the usage of every share. `quotashare simulate` runs it on the real
+// scheduler; the core's golden tests run it on both the fast scheduler and the reference
+// one (internal/schedtest) and compare.
+package sim
 
 import (
 	"bufio"
