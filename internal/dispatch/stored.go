@@ -142,26 +142,24 @@ type storedJob struct {
 	HeldFor           string            `json:"heldFor,omitempty"`
 }
 
-func toStoredDemands(ds []quotashare.Demand) []storedDemand {
-	if ds == nil {
+// convert maps a slice element by element, keeping nil as nil.
+func convert[T, U any](in []T, f func(T) U) []U {
+	if in == nil {
 		return nil
 	}
-	out := make([]storedDemand, len(ds))
-	for i, d := range ds {
-		out[i] = storedDemand(d)
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = f(v)
 	}
 	return out
 }
 
+func toStoredDemands(ds []quotashare.Demand) []storedDemand {
+	return convert(ds, func(d quotashare.Demand) storedDemand { return storedDemand(d) })
+}
+
 func fromStoredDemands(ds []storedDemand) []quotashare.Demand {
-	if ds == nil {
-		return nil
-	}
-	out := make([]quotashare.Demand, len(ds))
-	for i, d := range ds {
-		out[i] = quotashare.Demand(d)
-	}
-	return out
+	return convert(ds, func(d storedDemand) quotashare.Demand { return quotashare.Demand(d) })
 }
 
 func toStoredAttempt(a quotashare.Attempt) storedAttempt {
@@ -174,40 +172,16 @@ func fromStoredAttempt(a storedAttempt) quotashare.Attempt {
 		ExitCode: a.ExitCode, Borrowed: fromStoredDemands(a.Borrowed), Stop: quotashare.StopCause(a.Stop), StopReason: a.StopReason, StopFor: a.StopFor}
 }
 
-func toStoredAttempts(as []quotashare.Attempt) []storedAttempt {
-	if as == nil {
-		return nil
-	}
-	out := make([]storedAttempt, len(as))
-	for i, a := range as {
-		out[i] = toStoredAttempt(a)
-	}
-	return out
-}
-
-func fromStoredAttempts(as []storedAttempt) []quotashare.Attempt {
-	if as == nil {
-		return nil
-	}
-	out := make([]quotashare.Attempt, len(as))
-	for i, a := range as {
-		out[i] = fromStoredAttempt(a)
-	}
-	return out
-}
-
 func toStoredJob(j *quotashare.Job) storedJob {
 	s := storedJob{ID: j.ID, Name: j.Name, Queue: nameOf(j.QueueARN), Share: j.Share, Priority: j.Priority, Payload: j.Payload,
 		Need: toStoredDemands(j.Need), Status: string(j.Status), StatusReason: j.StatusReason, CreatedAt: j.CreatedAt, StoppedAt: j.StoppedAt,
 		RunnableSince: j.RunnableSince, IsTerminated: j.IsTerminated, PreemptionRetries: j.PreemptionRetries, TimeoutSeconds: j.TimeoutSeconds,
-		Tags: j.Tags, ClientToken: j.ClientToken, Attempts: toStoredAttempts(j.Attempts), Preempted: toStoredAttempts(j.Preempted),
+		Tags: j.Tags, ClientToken: j.ClientToken, Attempts: convert(j.Attempts, toStoredAttempt), Preempted: convert(j.Preempted, toStoredAttempt),
 		PreemptedCount: j.PreemptedCount, Seq: j.Seq, TerminateReason: j.TerminateReason, WaitCode: j.WaitCode,
 		CapacityRefusals: j.CapacityRefusals, HeldUntil: j.HeldUntil, HeldFor: j.HeldFor}
 	if j.Retry != nil {
-		s.Retry = &storedRetry{Attempts: j.Retry.Attempts}
-		for _, r := range j.Retry.Rules {
-			s.Retry.Rules = append(s.Retry.Rules, storedRetryRule(r))
-		}
+		s.Retry = &storedRetry{Attempts: j.Retry.Attempts,
+			Rules: convert(j.Retry.Rules, func(r quotashare.RetryRule) storedRetryRule { return storedRetryRule(r) })}
 	}
 	if j.Current != nil {
 		a := toStoredAttempt(*j.Current)
@@ -221,36 +195,18 @@ func (e *Engine) fromStoredJob(s storedJob) *quotashare.Job {
 		Priority: s.Priority, Payload: s.Payload, Need: fromStoredDemands(s.Need), Status: quotashare.JobStatus(s.Status),
 		StatusReason: s.StatusReason, CreatedAt: s.CreatedAt, StoppedAt: s.StoppedAt, RunnableSince: s.RunnableSince,
 		IsTerminated: s.IsTerminated, PreemptionRetries: s.PreemptionRetries, TimeoutSeconds: s.TimeoutSeconds, Tags: s.Tags,
-		ClientToken: s.ClientToken, Attempts: fromStoredAttempts(s.Attempts), Preempted: fromStoredAttempts(s.Preempted),
+		ClientToken: s.ClientToken, Attempts: convert(s.Attempts, fromStoredAttempt), Preempted: convert(s.Preempted, fromStoredAttempt),
 		PreemptedCount: s.PreemptedCount, Seq: s.Seq, TerminateReason: s.TerminateReason, WaitCode: s.WaitCode,
 		CapacityRefusals: s.CapacityRefusals, HeldUntil: s.HeldUntil, HeldFor: s.HeldFor}
 	if s.Retry != nil {
-		j.Retry = &quotashare.RetryStrategy{Attempts: s.Retry.Attempts}
-		for _, r := range s.Retry.Rules {
-			j.Retry.Rules = append(j.Retry.Rules, quotashare.RetryRule(r))
-		}
+		j.Retry = &quotashare.RetryStrategy{Attempts: s.Retry.Attempts,
+			Rules: convert(s.Retry.Rules, func(r storedRetryRule) quotashare.RetryRule { return quotashare.RetryRule(r) })}
 	}
 	if s.Current != nil {
 		a := fromStoredAttempt(*s.Current)
 		j.Current = &a
 	}
 	return j
-}
-
-func toStoredTimeLimitActions(as []quotashare.TimeLimitAction) []storedTimeLimitAction {
-	var out []storedTimeLimitAction
-	for _, a := range as {
-		out = append(out, storedTimeLimitAction(a))
-	}
-	return out
-}
-
-func fromStoredTimeLimitActions(as []storedTimeLimitAction) []quotashare.TimeLimitAction {
-	var out []quotashare.TimeLimitAction
-	for _, a := range as {
-		out = append(out, quotashare.TimeLimitAction(a))
-	}
-	return out
 }
 
 // shareARN is a quota share's ARN: its queue's, then /quota-share/ and its name.
@@ -288,7 +244,7 @@ func (e *Engine) encode(k recKey) quotashare.Record {
 			q := qs.q
 			v = storedQueue{Name: q.Name, Priority: q.Priority, Disabled: q.Disabled, Policy: nameOf(q.PolicyARN),
 				Environment: nameOf(q.EnvironmentARN), EnvironmentOrder: q.EnvironmentOrder,
-				TimeLimitActions: toStoredTimeLimitActions(q.TimeLimitActions), Tags: q.Tags}
+				TimeLimitActions: convert(q.TimeLimitActions, func(a quotashare.TimeLimitAction) storedTimeLimitAction { return storedTimeLimitAction(a) }), Tags: q.Tags}
 		}
 	case kindShare:
 		if s := e.shareByARN(k.key); s != nil {
@@ -340,7 +296,7 @@ func (e *Engine) decode(version int, r quotashare.Record) (*quotashare.QuotaShar
 		}
 		q := &quotashare.Queue{Name: s.Name, ARN: e.arn("job-queue", s.Name), Priority: s.Priority, Disabled: s.Disabled,
 			PolicyARN: e.arn("scheduling-policy", s.Policy), EnvironmentARN: e.arn("service-environment", s.Environment),
-			EnvironmentOrder: s.EnvironmentOrder, TimeLimitActions: fromStoredTimeLimitActions(s.TimeLimitActions), Tags: s.Tags}
+			EnvironmentOrder: s.EnvironmentOrder, TimeLimitActions: convert(s.TimeLimitActions, func(a storedTimeLimitAction) quotashare.TimeLimitAction { return quotashare.TimeLimitAction(a) }), Tags: s.Tags}
 		e.queues[q.ARN] = newQueueState(q)
 	case kindShare:
 		var s storedShare
