@@ -44,6 +44,8 @@ type Report struct {
 	// Reason is the statusReason text: what happened, with the exit code and the last
 	// lines of output.
 	Reason string
+	// Kind says how the attempt ended (AttemptExited only); Reason begins with it.
+	Kind ExitKind
 	// Signalled: the attempt was still running when the executor sent it SIGTERM for a
 	// Stop or a timeout. An attempt that had finished on its own before the signal is not
 	// signalled, whatever the server asked meanwhile.

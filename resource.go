@@ -156,10 +156,12 @@ type Job struct {
 	Seq int
 	// TerminateReason is the reason TerminateServiceJob gave while the attempt stops.
 	TerminateReason string
-	// WaitCode is the reason code of a RUNNABLE job (internal/sched's ReasonCode, e.g.
-	// NO_IDLE_CAPACITY or CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY): what
-	// jobStateTimeLimitActions match, never the statusReason text.
-	WaitCode string
+	// ReasonCode says why the job is where it is (see ReasonCode), and ReasonDetail
+	// says it as a sentence without the code: what `quotashare explain` shows. For a
+	// RUNNABLE job the code is what jobStateTimeLimitActions match, never the
+	// statusReason text. StatusReason is rendered from the two when they are set.
+	ReasonCode   ReasonCode
+	ReasonDetail string
 	// CapacityRefusals counts the executor's capacity refusals of the job's attempts in a
 	// row (reset when an attempt runs); HeldUntil is when the backoff after the last one
 	// ends at the latest, HeldFor the executor's word on the last one.

@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/quotashare/quotashare"
 )
 
 // clientFlags are the flags every client command takes.
@@ -195,6 +197,7 @@ type jobRow struct {
 	Instances string `json:"instances"`
 	CreatedAt int64  `json:"createdAt"`
 	Reason    string `json:"statusReason"`
+	code      quotashare.ReasonCode
 }
 
 func jobsCmd(args []string, stdout, stderr io.Writer, now time.Time) error {
@@ -244,8 +247,8 @@ func jobsCmd(args []string, stdout, stderr io.Writer, now time.Time) error {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if d, err := c.DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(rows[i].ID)}); err == nil {
-				rows[i].Priority = d.SchedulingPriority
+			if d, reason, err := describeWith(c, rows[i].ID, cf); err == nil {
+				rows[i].Priority, rows[i].code = d.SchedulingPriority, quotashare.ReasonCode(reason.Code)
 			}
 		}()
 	}
@@ -269,27 +272,28 @@ func jobsCmd(args []string, stdout, stderr io.Writer, now time.Time) error {
 			prio = strconv.Itoa(int(*r.Priority))
 		}
 		fmt.Fprintf(stdout, format, cut(r.Name, 16), cut(r.Share, 8), cut(r.State, 9), prio, cut(r.Instances, 14),
-			age(now.Sub(time.UnixMilli(r.CreatedAt))), cut(shortReason(r.State, r.Reason), 19))
+			age(now.Sub(time.UnixMilli(r.CreatedAt))), cut(shortReason(r.State, r.code, r.Reason), 19))
 	}
 	return nil
 }
 
-// shortReason is the table's word for a reason: the code of a waiting job's reason, whether
-// a running one borrows or is being preempted; quotashare explain gives the sentence.
-func shortReason(state, reason string) string {
-	switch {
-	case strings.HasPrefix(reason, "PREEMPTION_IN_PROGRESS"):
+// shortReason is the table's word for a reason, from its code: the code of a waiting job's
+// reason, whether a running one borrows or is being preempted; an ended job's statusReason
+// as it is (quotashare explain gives the sentences). A job without a code (a server
+// before codes) shows its statusReason.
+func shortReason(state string, code quotashare.ReasonCode, reason string) string {
+	switch code {
+	case quotashare.ReasonPreempting:
 		return "preempting"
-	case strings.HasPrefix(reason, "TERMINATION_IN_PROGRESS"):
+	case quotashare.ReasonTerminating:
 		return "terminating"
-	case state == "SCHEDULED" || state == "STARTING" || state == "RUNNING":
-		if strings.Contains(reason, "(borrowing ") {
-			return "borrowing"
-		}
+	case quotashare.ReasonBorrowing:
+		return "borrowing"
+	case quotashare.ReasonOwnCapacity:
 		return "own capacity"
-	case state == "RUNNABLE":
-		code, _, _ := strings.Cut(reason, " - ")
-		return code
+	}
+	if state == "RUNNABLE" && code != "" {
+		return string(code)
 	}
 	return reason
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,14 +14,54 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/batchapi"
 )
 
-func describeJob(cf *clientFlags, id string) (*batch.DescribeServiceJobOutput, error) {
-	d, err := cf.client().DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+// describeJob asks for a job, with its reason code from quotashare's own member.
+func describeJob(cf *clientFlags, id string) (*batch.DescribeServiceJobOutput, batchapi.Reason, error) {
+	return describeWith(cf.client(), id, cf)
+}
+
+func describeWith(c *batch.Client, id string, cf *clientFlags) (*batch.DescribeServiceJobOutput, batchapi.Reason, error) {
+	var raw []byte
+	d, err := c.DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)}, keepBody(&raw))
 	if err != nil {
-		return nil, cf.apiError(err)
+		return nil, batchapi.Reason{}, cf.apiError(err)
 	}
-	return d, nil
+	var member struct {
+		Reason batchapi.Reason `json:"quotashareReason"`
+	}
+	json.Unmarshal(raw, &member) // the SDK decoded the same body: it is JSON
+	return d, member.Reason, nil
+}
+
+// keepBody copies an answer's raw body into dst as it arrives, for the members of
+// quotashare's own that the SDK decodes past. The middleware sits innermost in the
+// deserialize step: it sees the transport's response before the SDK's deserializer
+// reads it, and hands that a fresh reader over the same bytes.
+func keepBody(dst *[]byte) func(*batch.Options) {
+	return func(o *batch.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Deserialize.Add(middleware.DeserializeMiddlewareFunc("quotashareKeepBody",
+				func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+					out, md, err := next.HandleDeserialize(ctx, in)
+					if resp, ok := out.RawResponse.(*smithyhttp.Response); ok && resp.Body != nil {
+						b, rerr := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						if rerr != nil && err == nil {
+							err = rerr
+						}
+						*dst = b
+						resp.Body = io.NopCloser(bytes.NewReader(b))
+					}
+					return out, md, err
+				}), middleware.After)
+		})
+	}
 }
 
 func when(ms *int64) string {
@@ -102,7 +144,7 @@ func describeCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseCommand(fs, args, cf, 1, "exactly one job id"); err != nil {
 		return err
 	}
-	d, err := describeJob(cf, fs.Arg(0))
+	d, _, err := describeJob(cf, fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -131,7 +173,10 @@ func describeCmd(args []string, stdout, stderr io.Writer) error {
 }
 
 // hints say, for each reason code, what would let a waiting job start.
-var hints = map[string]string{
+const misconfigured = "It can never start under the current limits: raise the share's or the environment's limit, or terminate it."
+
+// hints say what a waiting job's reason code means for its future.
+var hints = map[quotashare.ReasonCode]string{
 	"QUOTA_SHARE_AT_LIMIT":         "Its share's strategy does not borrow, so it starts when one of the share's own jobs ends, or if the share's limit is raised.",
 	"BORROW_LIMIT_REACHED":         "It starts when its share uses less, or if the share's borrowLimit is raised.",
 	"NO_IDLE_CAPACITY":             "It can only start by borrowing: when a lending share has an idle instance, or when one of its own share's jobs ends.",
@@ -142,8 +187,13 @@ var hints = map[string]string{
 	"QUEUED_BEHIND":                "It is behind the jobs the scheduler examines in one pass; it moves up as they start.",
 	"PENDING":                      "The scheduler has not looked at it yet; it will within a second.",
 	"SERVICE_ENVIRONMENT_DISABLED": "Nothing of its queue is placed until the service environment is enabled again.",
-	"MISCONFIGURATION":             "It can never start under the current limits: raise the share's or the environment's limit, or terminate it.",
-	"CAPACITY":                     "The executor had no room for it (this host's free GPUs, or the cluster's quota): it is tried again as soon as an attempt ends there, and at the latest when its backoff runs out; a jobStateTimeLimitAction on CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY can end the wait.",
+	"MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE":             misconfigured,
+	"MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED":              misconfigured,
+	"MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED:BORROW_LIMIT": misconfigured,
+	"MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED:BORROWABLE":   misconfigured,
+	"REQUEUED_AFTER_PREEMPTION":                                     "Its attempt was preempted; the scheduler places it again within a second.",
+	"RETRYING":                                                      "Its attempt failed and its retryStrategy runs it again; the scheduler places it within a second.",
+	"CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY":                       "The executor had no room for it (this host's free GPUs, or the cluster's quota): it is tried again as soon as an attempt ends there, and at the latest when its backoff runs out; a jobStateTimeLimitAction on CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY can end the wait.",
 }
 
 const explainUsage = `usage: quotashare explain [flags] JOB
@@ -160,31 +210,27 @@ func explainCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseCommand(fs, args, cf, 1, "exactly one job id"); err != nil {
 		return err
 	}
-	d, err := describeJob(cf, fs.Arg(0))
+	d, reason, err := describeJob(cf, fs.Arg(0))
 	if err != nil {
 		return err
 	}
 	v := viewOf(d)
 	var out []string
-	code, text, _ := strings.Cut(v.StatusReason, " - ")
 	switch d.Status {
 	case types.ServiceJobStatusRunnable, types.ServiceJobStatusSubmitted, types.ServiceJobStatusPending:
 		out = append(out, fmt.Sprintf("%s (share %s, priority %d) waits for %s.", v.Name, v.Share, v.Priority, v.Instances))
-		if text != "" {
-			out = append(out, "Why: "+text)
+		if reason.Detail != "" {
+			out = append(out, "Why: "+reason.Detail)
 		} else {
 			out = append(out, "Why: "+v.StatusReason)
 		}
-		key, _, _ := strings.Cut(code, ":")
-		if h, ok := hints[code]; ok {
-			out = append(out, h)
-		} else if h, ok := hints[key]; ok {
+		if h, ok := hints[quotashare.ReasonCode(reason.Code)]; ok {
 			out = append(out, h)
 		}
 	case types.ServiceJobStatusScheduled, types.ServiceJobStatusStarting, types.ServiceJobStatusRunning:
 		out = append(out, fmt.Sprintf("%s (share %s, priority %d) is %s on %s.", v.Name, v.Share, v.Priority, v.Status, v.Instances))
-		if strings.HasPrefix(v.StatusReason, "PREEMPTION_IN_PROGRESS: ") {
-			out = append(out, "It is being preempted: "+strings.TrimPrefix(v.StatusReason, "PREEMPTION_IN_PROGRESS: ")+
+		if quotashare.ReasonCode(reason.Code) == quotashare.ReasonPreempting {
+			out = append(out, "It is being preempted: "+reason.Detail+
 				". It got SIGTERM to checkpoint; it returns to the queue once its processes have stopped.")
 		} else {
 			out = append(out, v.StatusReason+".")

@@ -358,6 +358,9 @@ func (h *Handler) attemptOut(a quotashare.Attempt) attemptOut {
 func (h *Handler) jobOutOf(j quotashare.Job, full bool) jobOut {
 	o := jobOut{JobId: j.ID, JobName: j.Name, JobArn: j.ARN, ServiceJobType: "SAGEMAKER_TRAINING", Status: string(j.Status),
 		StatusReason: j.StatusReason, CreatedAt: ms(j.CreatedAt), StoppedAt: msp(j.StoppedAt), QuotaShareName: j.Share}
+	if j.ReasonCode != "" {
+		o.QuotashareReason = &Reason{Code: string(j.ReasonCode), Detail: j.ReasonDetail}
+	}
 	latest := j.Current
 	if latest == nil && len(j.Attempts) > 0 {
 		latest = &j.Attempts[len(j.Attempts)-1]

@@ -278,6 +278,15 @@ type jobOut struct {
 	TimeoutConfig           *timeoutConfig     `json:"timeoutConfig,omitempty"`
 	ServiceRequestPayload   string             `json:"serviceRequestPayload,omitempty"`
 	Tags                    map[string]string  `json:"tags,omitempty"`
+	// QuotashareReason is quotashare's own member (SDKs ignore it): the job's reason
+	// code and its detail, what `quotashare list` and `explain` read.
+	QuotashareReason *Reason `json:"quotashareReason,omitempty"`
+}
+
+// Reason is a job's reason as the quotashareReason member carries it.
+type Reason struct {
+	Code   string `json:"code"`
+	Detail string `json:"detail,omitempty"`
 }
 
 type filter struct {

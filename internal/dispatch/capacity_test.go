@@ -82,10 +82,10 @@ func TestCapacityRefusalBacksOff(t *testing.T) {
 			t.Fatalf("Start calls after the first pass: %d, want 1", n)
 		}
 		j := mustOK[quotashare.Job](t)(e.Job(big.ID))
-		if j.Status != quotashare.Runnable || j.WaitCode != "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY" ||
+		if j.Status != quotashare.Runnable || j.ReasonCode != "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY" ||
 			!strings.HasPrefix(j.StatusReason, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - ") ||
 			!strings.Contains(j.StatusReason, "needs 8 GPUs and 4 of this host's 8 are free") || len(j.Attempts) != 0 {
-			t.Fatalf("after a refusal: %s %q code %q attempts %d", j.Status, j.StatusReason, j.WaitCode, len(j.Attempts))
+			t.Fatalf("after a refusal: %s %q code %q attempts %d", j.Status, j.StatusReason, j.ReasonCode, len(j.Attempts))
 		}
 
 		// Backoff 1, 2, 4, 8, 16, 16, ... s (each retried on the first tick after it ends):

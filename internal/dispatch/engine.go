@@ -600,8 +600,8 @@ func (e *Engine) pass(qs *queueState, now time.Time) {
 	if env := e.envs[qs.q.EnvironmentARN]; env == nil || env.Disabled {
 		for _, j := range qs.fresh {
 			if j.Status == quotashare.Runnable {
-				j.StatusReason = fmt.Sprintf("SERVICE_ENVIRONMENT_DISABLED - service environment %s is DISABLED: no job of queue %s is placed until it is enabled",
-					nameOf(qs.q.EnvironmentARN), qs.q.Name)
+				say(j, quotashare.ReasonEnvironmentDisabled, " - ", fmt.Sprintf("service environment %s is DISABLED: no job of queue %s is placed until it is enabled",
+					nameOf(qs.q.EnvironmentARN), qs.q.Name))
 			}
 		}
 		qs.fresh = qs.fresh[:0]
@@ -633,7 +633,7 @@ func (e *Engine) pass(qs *queueState, now time.Time) {
 
 // setWaiting records why a RUNNABLE job waits: its statusReason and its reason code.
 func setWaiting(j *quotashare.Job, r sched.Reason) {
-	j.StatusReason, j.WaitCode = r.String(), string(r.Code)
+	j.ReasonCode, j.ReasonDetail, j.StatusReason = quotashare.ReasonCode(r.Code), r.Text(), r.String()
 	if r.Code != sched.ReasonExecutorCapacity {
 		j.HeldUntil = time.Time{}
 	}
@@ -644,6 +644,22 @@ func heldFor(reason string) string {
 	return strings.TrimPrefix(reason, string(sched.ReasonExecutorCapacity)+" - ")
 }
 
+// say sets a job's reason: its code, its detail, and the statusReason rendered from
+// them, the code and the detail joined by sep.
+func say(j *quotashare.Job, code quotashare.ReasonCode, sep, detail string) {
+	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, string(code)+sep+detail
+}
+
+// sayHolding sets the reason of a job that holds capacity and is not being stopped: its
+// code says whether the attempt borrows, and its statusReason begins with the state.
+func sayHolding(j *quotashare.Job, state, detail string) {
+	code := quotashare.ReasonOwnCapacity
+	if len(j.Current.Borrowed) > 0 {
+		code = quotashare.ReasonBorrowing
+	}
+	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, state+" - "+detail
+}
+
 // start records a decision to start a job and queues the executor's Start.
 func (e *Engine) start(j *quotashare.Job, st sched.Start, now time.Time) {
 	j.Seq++
@@ -652,15 +668,15 @@ func (e *Engine) start(j *quotashare.Job, st sched.Start, now time.Time) {
 	qs := e.queues[j.QueueARN]
 	qs.active[j] = qs.position(j)
 	j.Status = quotashare.Scheduled
-	j.StatusReason = "SCHEDULED - capacity assigned in share " + j.Share + borrowText(st.Borrowed)
-	j.WaitCode, j.HeldUntil = "", time.Time{}
+	sayHolding(j, "SCHEDULED", "capacity assigned in share "+j.Share+borrowText(st.Borrowed))
+	j.HeldUntil = time.Time{}
 	e.touchJob(j)
 	e.cfg.Logf("start    %s (%s, share %s, priority %d)%s", j.Name, j.ID, j.Share, j.Priority, borrowText(st.Borrowed))
 	spec := e.spec(j)
 	e.act(func(x quotashare.Executor) {
 		if err := x.Start(spec); err != nil {
 			e.Report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
-				At: e.cfg.Now(), Reason: "CannotStart: " + err.Error()})
+				At: e.cfg.Now(), Kind: quotashare.ExitCannotStart, Reason: "CannotStart: " + err.Error()})
 		}
 	})
 }
@@ -689,7 +705,7 @@ func (e *Engine) spec(j *quotashare.Job) quotashare.AttemptSpec {
 func (e *Engine) preempt(j *quotashare.Job, p sched.Preemption) {
 	a := j.Current
 	a.Stop, a.StopReason, a.StopFor = quotashare.StopPreempted, p.Reason, p.ForJob
-	j.StatusReason = "PREEMPTION_IN_PROGRESS: " + p.Reason
+	say(j, quotashare.ReasonPreempting, ": ", p.Reason)
 	e.touchJob(j)
 	e.cfg.Logf("preempt  %s (%s, share %s, rule %s): %s", j.Name, j.ID, j.Share, p.Rule, p.Reason)
 	id := a.ID
@@ -719,7 +735,7 @@ func (e *Engine) apply(r quotashare.Report, now time.Time) {
 		if j.Status == quotashare.Scheduled || j.Status == quotashare.Starting {
 			j.Status = quotashare.Starting
 			if a.Stop == "" {
-				j.StatusReason = "STARTING - attempt " + a.ID + " in share " + j.Share + borrowText(a.Borrowed) + ": " + r.Reason
+				sayHolding(j, "STARTING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed)+": "+r.Reason)
 			}
 			e.touchJob(j)
 		}
@@ -730,7 +746,7 @@ func (e *Engine) apply(r quotashare.Report, now time.Time) {
 			a.StartedAt = at
 			j.CapacityRefusals = 0
 			if a.Stop == "" {
-				j.StatusReason = "RUNNING - attempt " + a.ID + " in share " + j.Share + borrowText(a.Borrowed)
+				sayHolding(j, "RUNNING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed))
 			}
 			qs.sched.Running(j.ID, at)
 			e.touchJob(j)
@@ -755,35 +771,35 @@ func (e *Engine) apply(r quotashare.Report, now time.Time) {
 	case a.Stop == quotashare.StopTerminated:
 		a.StatusReason = "Terminated: " + j.TerminateReason
 		j.Attempts = append(j.Attempts, *a)
-		e.finish(qs, j, quotashare.Failed, j.TerminateReason, now)
+		e.finish(qs, j, quotashare.Failed, quotashare.ReasonTerminated, j.TerminateReason, now)
 	case a.Stop == quotashare.StopPreempted && r.Success && !r.Signalled:
 		// It finished on its own before the preemption reached it: the work is done.
 		a.StatusReason = r.Reason
 		j.Attempts = append(j.Attempts, *a)
-		e.finish(qs, j, quotashare.Succeeded, r.Reason, now)
+		e.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason, now)
 	case a.Stop == quotashare.StopPreempted:
 		a.StatusReason = a.StopReason
 		j.Preempted = append([]quotashare.Attempt{*a}, j.Preempted[:min(len(j.Preempted), maxPreemptedShown-1)]...)
 		j.PreemptedCount++
 		if n := j.PreemptionRetries; n != nil && j.PreemptedCount > *n {
-			e.finish(qs, j, quotashare.Failed, fmt.Sprintf("Preempted %d time(s), more than preemptionRetriesBeforeTermination (%d) allows: %s",
+			e.finish(qs, j, quotashare.Failed, quotashare.ReasonPreemptionLimit, fmt.Sprintf("Preempted %d time(s), more than preemptionRetriesBeforeTermination (%d) allows: %s",
 				j.PreemptedCount, *n, a.StopReason), now)
 			return
 		}
-		e.requeue(qs, j, "RUNNABLE - requeued after preemption: "+a.StopReason, now)
+		e.requeue(qs, j, quotashare.ReasonRequeuedAfterPreemption, "requeued after preemption: "+a.StopReason, now)
 	case r.Success:
 		a.StatusReason = r.Reason
 		j.Attempts = append(j.Attempts, *a)
-		e.finish(qs, j, quotashare.Succeeded, r.Reason, now)
+		e.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason, now)
 	case r.Capacity:
 		e.refused(qs, j, r, now)
 	default:
 		a.StatusReason = r.Reason
 		j.Attempts = append(j.Attempts, *a)
 		if retry, why := shouldRetry(j, r); retry {
-			e.requeue(qs, j, fmt.Sprintf("RUNNABLE - retrying (attempt %d of %d failed: %s)", len(j.Attempts), attemptsAllowed(j), r.Reason), now)
+			e.requeue(qs, j, quotashare.ReasonRetrying, fmt.Sprintf("retrying (attempt %d of %d failed: %s)", len(j.Attempts), attemptsAllowed(j), r.Reason), now)
 		} else {
-			e.finish(qs, j, quotashare.Failed, r.Reason+why, now)
+			e.finish(qs, j, quotashare.Failed, quotashare.ReasonAttemptFailed, r.Reason+why, now)
 		}
 	}
 }
@@ -807,7 +823,7 @@ func shouldRetry(j *quotashare.Job, r quotashare.Report) (bool, string) {
 	if r.ExitCode != nil {
 		code = strconv.Itoa(*r.ExitCode)
 	}
-	kind, _, _ := strings.Cut(r.Reason, ":")
+	kind := string(r.Kind)
 	if j.Retry != nil {
 		for i, rule := range j.Retry.Rules {
 			if globMatch(rule.OnStatusReason, r.Reason) && globMatch(rule.OnExitCode, code) && globMatch(rule.OnReason, kind) {
@@ -836,15 +852,15 @@ func globMatch(pattern, s string) bool {
 	return pattern == s
 }
 
-func (e *Engine) requeue(qs *queueState, j *quotashare.Job, reason string, now time.Time) {
+func (e *Engine) requeue(qs *queueState, j *quotashare.Job, code quotashare.ReasonCode, detail string, now time.Time) {
 	if err := qs.sched.Stopped(j.ID, true, now); err != nil {
 		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 	}
 	j.Status = quotashare.Runnable
-	j.StatusReason = reason
+	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, "RUNNABLE - "+detail
 	j.RunnableSince = now
 	qs.fresh = append(qs.fresh, j)
-	e.cfg.Logf("requeue  %s (%s, share %s): %s", j.Name, j.ID, j.Share, reason)
+	e.cfg.Logf("requeue  %s (%s, share %s): %s", j.Name, j.ID, j.Share, j.StatusReason)
 }
 
 // refused requeues a job whose attempt the executor refused for lack of capacity, without
@@ -858,7 +874,9 @@ func (e *Engine) refused(qs *queueState, j *quotashare.Job, r quotashare.Report,
 	if n := j.CapacityRefusals - 1; n < 30 {
 		backoff = min(backoff, e.cfg.CapacityBackoff<<n)
 	}
-	e.requeue(qs, j, fmt.Sprintf("%s; held for %s", r.Reason, backoff), j.RunnableSince) // the clock goes on
+	e.requeue(qs, j, quotashare.ReasonCode(sched.ReasonExecutorCapacity), "", j.RunnableSince) // the clock goes on
+	j.ReasonDetail = fmt.Sprintf("%s; held for %s", r.Reason, backoff)
+	j.StatusReason = j.ReasonDetail
 	j.HeldUntil, j.HeldFor = now.Add(backoff), heldFor(r.Reason)
 	if err := qs.sched.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals); err != nil {
 		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
@@ -883,18 +901,18 @@ func (e *Engine) releaseHeld() {
 }
 
 // finish ends a job whose attempt is gone (or that never had one).
-func (e *Engine) finish(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, reason string, now time.Time) {
+func (e *Engine) finish(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, code quotashare.ReasonCode, reason string, now time.Time) {
 	if err := qs.sched.Finished(j.ID); err != nil {
 		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 	}
-	e.done(qs, j, status, reason, now)
+	e.done(qs, j, status, code, reason, now)
 }
 
 // done records a job's final state and removes a deleted share once its last job is done.
-func (e *Engine) done(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, reason string, now time.Time) {
+func (e *Engine) done(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, code quotashare.ReasonCode, reason string, now time.Time) {
 	e.cfg.Logf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)
 	j.Status = status
-	j.StatusReason = reason
+	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, reason, reason
 	j.StoppedAt = now
 	e.touchJob(j)
 	qs.live[j.Share]--
@@ -929,13 +947,13 @@ func (e *Engine) timeLimits(now time.Time) {
 				continue
 			}
 			for _, act := range qs.q.TimeLimitActions {
-				if sched.ReasonCode(j.WaitCode).TimeLimitReason() == act.Reason &&
+				if sched.ReasonCode(j.ReasonCode).TimeLimitReason() == act.Reason &&
 					now.Sub(j.RunnableSince) >= time.Duration(act.MaxTimeSeconds)*time.Second {
 					if err := qs.sched.Remove(j.ID); err != nil {
 						e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 					}
 					j.IsTerminated = true
-					e.done(qs, j, quotashare.Failed, "Terminated by JobStateTimeLimit action due to reason: "+act.Reason, now)
+					e.done(qs, j, quotashare.Failed, quotashare.ReasonTimeLimitAction, "Terminated by JobStateTimeLimit action due to reason: "+act.Reason, now)
 					qs.dirty = true
 					break
 				}

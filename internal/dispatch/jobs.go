@@ -262,12 +262,12 @@ func (e *Engine) terminate(qs *queueState, j *quotashare.Job, reason string, now
 		if err := qs.sched.Remove(j.ID); err != nil {
 			e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 		}
-		e.done(qs, j, quotashare.Failed, reason, now)
+		e.done(qs, j, quotashare.Failed, quotashare.ReasonTerminated, reason, now)
 		return
 	}
 	wasStopping := j.Current.Stop != ""
 	j.Current.Stop = quotashare.StopTerminated
-	j.StatusReason = "TERMINATION_IN_PROGRESS: " + reason
+	say(j, quotashare.ReasonTerminating, ": ", reason)
 	if !wasStopping {
 		if err := qs.sched.Stopping(j.ID); err != nil {
 			e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)

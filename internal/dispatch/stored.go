@@ -136,7 +136,8 @@ type storedJob struct {
 	PreemptedCount    int               `json:"preemptedCount,omitempty"`
 	Seq               int               `json:"seq"`
 	TerminateReason   string            `json:"terminateReason,omitempty"`
-	WaitCode          string            `json:"waitCode,omitempty"`
+	ReasonCode        string            `json:"reasonCode,omitempty"`
+	ReasonDetail      string            `json:"reasonDetail,omitempty"`
 	CapacityRefusals  int               `json:"capacityRefusals,omitempty"`
 	HeldUntil         time.Time         `json:"heldUntil,omitzero"`
 	HeldFor           string            `json:"heldFor,omitempty"`
@@ -177,7 +178,7 @@ func toStoredJob(j *quotashare.Job) storedJob {
 		Need: toStoredDemands(j.Need), Status: string(j.Status), StatusReason: j.StatusReason, CreatedAt: j.CreatedAt, StoppedAt: j.StoppedAt,
 		RunnableSince: j.RunnableSince, IsTerminated: j.IsTerminated, PreemptionRetries: j.PreemptionRetries, TimeoutSeconds: j.TimeoutSeconds,
 		Tags: j.Tags, ClientToken: j.ClientToken, Attempts: convert(j.Attempts, toStoredAttempt), Preempted: convert(j.Preempted, toStoredAttempt),
-		PreemptedCount: j.PreemptedCount, Seq: j.Seq, TerminateReason: j.TerminateReason, WaitCode: j.WaitCode,
+		PreemptedCount: j.PreemptedCount, Seq: j.Seq, TerminateReason: j.TerminateReason, ReasonCode: string(j.ReasonCode), ReasonDetail: j.ReasonDetail,
 		CapacityRefusals: j.CapacityRefusals, HeldUntil: j.HeldUntil, HeldFor: j.HeldFor}
 	if j.Retry != nil {
 		s.Retry = &storedRetry{Attempts: j.Retry.Attempts,
@@ -196,7 +197,7 @@ func (e *Engine) fromStoredJob(s storedJob) *quotashare.Job {
 		StatusReason: s.StatusReason, CreatedAt: s.CreatedAt, StoppedAt: s.StoppedAt, RunnableSince: s.RunnableSince,
 		IsTerminated: s.IsTerminated, PreemptionRetries: s.PreemptionRetries, TimeoutSeconds: s.TimeoutSeconds, Tags: s.Tags,
 		ClientToken: s.ClientToken, Attempts: convert(s.Attempts, fromStoredAttempt), Preempted: convert(s.Preempted, fromStoredAttempt),
-		PreemptedCount: s.PreemptedCount, Seq: s.Seq, TerminateReason: s.TerminateReason, WaitCode: s.WaitCode,
+		PreemptedCount: s.PreemptedCount, Seq: s.Seq, TerminateReason: s.TerminateReason, ReasonCode: quotashare.ReasonCode(s.ReasonCode), ReasonDetail: s.ReasonDetail,
 		CapacityRefusals: s.CapacityRefusals, HeldUntil: s.HeldUntil, HeldFor: s.HeldFor}
 	if s.Retry != nil {
 		j.Retry = &quotashare.RetryStrategy{Attempts: s.Retry.Attempts,
@@ -362,6 +363,13 @@ func (e *Engine) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotash
 		}
 		j.ARN = e.arn("service-job", j.ID)
 		j.QueueARN = e.arn("job-queue", nameOf(j.QueueARN))
+		// Version 0 kept only a RUNNABLE job's code, as WaitCode; the others' follows
+		// from their state, and their detail is their statusReason.
+		var old struct{ WaitCode string }
+		if err := json.Unmarshal(r.Body, &old); err != nil {
+			return nil, nil, err
+		}
+		j.ReasonCode, j.ReasonDetail = v0Code(j, old.WaitCode), j.StatusReason
 		return nil, j, nil
 	default:
 		return nil, nil, fmt.Errorf("unknown kind")
@@ -407,4 +415,26 @@ func (e *Engine) upgrade() error {
 	}
 	e.version, e.oldKeys = formatVersion, nil
 	return nil
+}
+
+// v0Code is the reason code of a job stored by version 0, which kept only a waiting
+// job's.
+func v0Code(j *quotashare.Job, waitCode string) quotashare.ReasonCode {
+	switch {
+	case j.Status == quotashare.Succeeded:
+		return quotashare.ReasonCompleted
+	case j.Status == quotashare.Failed && j.IsTerminated:
+		return quotashare.ReasonTerminated
+	case j.Status == quotashare.Failed:
+		return quotashare.ReasonAttemptFailed
+	case j.Current != nil && j.Current.Stop == quotashare.StopPreempted:
+		return quotashare.ReasonPreempting
+	case j.Current != nil && j.Current.Stop == quotashare.StopTerminated:
+		return quotashare.ReasonTerminating
+	case j.Current != nil && len(j.Current.Borrowed) > 0:
+		return quotashare.ReasonBorrowing
+	case j.Current != nil:
+		return quotashare.ReasonOwnCapacity
+	}
+	return quotashare.ReasonCode(waitCode)
 }

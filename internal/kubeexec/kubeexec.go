@@ -313,7 +313,7 @@ func (x *Executor) launch(r *run, svc *corev1.Service) error {
 		if err != nil {
 			if capacityError(err) {
 				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
-					Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the cluster refused the attempt's Service: " + err.Error()})
+					Kind: quotashare.ExitCapacity, Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the cluster refused the attempt's Service: " + err.Error()})
 				return nil
 			}
 			return fmt.Errorf("creating Service %s: %w", ServiceName(spec.AttemptID), err)
@@ -654,6 +654,15 @@ func podFailure(host string, p *corev1.Pod) (string, *int) {
 	return why, nil
 }
 
+// failureKind is the exit kind of one of this executor's failure texts, which all begin
+// with it ("Evicted: ...", "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - ..."): the texts
+// are kept as they are in a Service's ending annotation across restarts, so the kind is
+// read back from the same place.
+func failureKind(failure string) quotashare.ExitKind {
+	kind, _, _ := strings.Cut(failure, ":")
+	return quotashare.ExitKind(kind)
+}
+
 // disruption is the cluster's DisruptionTarget condition on a Pod, as text.
 func disruption(p *corev1.Pod) string {
 	for _, c := range p.Status.Conditions {
@@ -751,14 +760,14 @@ func (x *Executor) end(r *run) quotashare.Report {
 	switch {
 	case r.failure != "":
 		rep.Capacity = r.capacity
-		rep.Reason = r.failure
+		rep.Kind, rep.Reason = failureKind(r.failure), r.failure
 	case r.stopping:
-		rep.Reason = "Stopped: the attempt's Pods were deleted"
+		rep.Kind, rep.Reason = quotashare.ExitStopped, "Stopped: the attempt's Pods were deleted"
 		if !r.signalled {
-			rep.Success, rep.Reason = true, fmt.Sprintf("Completed: all %d Pod(s) succeeded", len(r.hosts))
+			rep.Success, rep.Kind, rep.Reason = true, quotashare.ExitCompleted, fmt.Sprintf("Completed: all %d Pod(s) succeeded", len(r.hosts))
 		}
 	default:
-		rep.Success, rep.Reason = true, fmt.Sprintf("Completed: all %d Pod(s) succeeded", len(r.hosts))
+		rep.Success, rep.Kind, rep.Reason = true, quotashare.ExitCompleted, fmt.Sprintf("Completed: all %d Pod(s) succeeded", len(r.hosts))
 	}
 	id := r.spec.AttemptID
 	pods := x.attemptPods(id)
@@ -860,10 +869,10 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 		svc := services[spec.AttemptID]
 		switch {
 		case svc == nil && spec.Stopping:
-			x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Reason: "Stopped before it started"})
+			x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Kind: quotashare.ExitStopped, Reason: "Stopped before it started"})
 		case svc == nil:
 			if err := x.launch(newRun(spec), nil); err != nil {
-				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Reason: "CannotStart: " + err.Error()})
+				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Kind: quotashare.ExitCannotStart, Reason: "CannotStart: " + err.Error()})
 			}
 		default:
 			if err := x.adopt(spec, svc); err != nil {

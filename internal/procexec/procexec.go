@@ -193,7 +193,7 @@ func (x *Executor) launch(r *run) error {
 		}
 		if need > len(free) {
 			delete(x.runs, r.spec.AttemptID)
-			go x.report(quotashare.Report{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
+			go x.report(quotashare.Report{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptExited, Capacity: true, Kind: quotashare.ExitCapacity,
 				Reason: fmt.Sprintf("CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the attempt needs %d GPUs and %d of this host's %d are free", need, len(free), len(x.cfg.GPUs))})
 			return nil
 		}
@@ -450,18 +450,19 @@ func (x *Executor) result(r *run) quotashare.Report {
 	}
 	switch {
 	case r.launchErr != nil:
-		rep.Reason = "CannotStart: " + r.launchErr.Error()
+		rep.Kind, rep.Reason = quotashare.ExitCannotStart, "CannotStart: "+r.launchErr.Error()
 	case r.timedOut:
 		d, what := trainingjob.Limit(r.spec)
+		rep.Kind = quotashare.ExitTimeout
 		rep.Reason = fmt.Sprintf("Timeout: the attempt ran longer than its limit of %s (%s) and was stopped", d, what)
 		if len(failed) > 0 {
 			rep.Reason += "; " + strings.Join(failed, "; ")
 		}
 	case len(failed) == 0:
 		rep.Success = true
-		rep.Reason = fmt.Sprintf("Completed: all %d instance(s) exited 0", len(r.state.Instances))
+		rep.Kind, rep.Reason = quotashare.ExitCompleted, fmt.Sprintf("Completed: all %d instance(s) exited 0", len(r.state.Instances))
 	default:
-		rep.Reason = "AlgorithmError: " + strings.Join(failed, "; ")
+		rep.Kind, rep.Reason = quotashare.ExitAlgorithmError, "AlgorithmError: "+strings.Join(failed, "; ")
 	}
 	return rep
 }
@@ -557,12 +558,12 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 			x.mu.Unlock()
 			if spec.Stopping {
 				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
-					Reason: "Stopped before it started"})
+					Kind: quotashare.ExitStopped, Reason: "Stopped before it started"})
 				continue
 			}
 			if err := x.Start(spec); err != nil {
 				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
-					Reason: "CannotStart: " + err.Error()})
+					Kind: quotashare.ExitCannotStart, Reason: "CannotStart: " + err.Error()})
 			}
 			continue
 		}
@@ -597,7 +598,7 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 					}
 				}
 				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
-					Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the server stopped while launching the attempt"})
+					Kind: quotashare.ExitCapacity, Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the server stopped while launching the attempt"})
 			}()
 			continue
 		}
