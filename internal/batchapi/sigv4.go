@@ -3,7 +3,7 @@ package batchapi
 import (
 	"bufio"
 	"bytes"
-	"context"
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,22 +12,25 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/quotashare/quotashare"
 )
 
-// Verifier checks AWS Signature Version 4 on requests: the signature the client sent must
-// equal the one the SDK's own signer computes, from the same signed headers, with the
-// secret of the access key named. The SDK has no verifier; re-signing a copy of the
-// request is how this one works.
+// Verifier checks AWS Signature Version 4 on requests. It builds the canonical request
+// from exactly the headers the client listed in SignedHeaders, as the SigV4 specification
+// says (botocore signs content-type;host;x-amz-date, the Go SDK adds content-length and
+// more), computes the signature with the secret of the access key named, and compares.
+// The credential scope must name this server's region and the service batch.
 type Verifier struct {
 	secrets map[string]string // access key id -> secret
 	now     func() time.Time
+	// Region is the region the server runs as: the only one a credential scope may name
+	// (default us-east-1).
+	Region string
 }
 
 // LoadCredentials reads a credentials file: one "ACCESS_KEY_ID SECRET_ACCESS_KEY" pair a
@@ -93,34 +96,111 @@ func (v *Verifier) Verify(r *http.Request, body []byte) error {
 	if d := v.now().Sub(t); d > 5*time.Minute || d < -5*time.Minute {
 		return &authError{"InvalidSignatureException", fmt.Sprintf("X-Amz-Date %s is more than 5 minutes from the server's time", t.Format(time.RFC3339))}
 	}
+	scope := cred[1:]
+	region := cmp.Or(v.Region, "us-east-1")
+	switch {
+	case scope[0] != t.Format("20060102"):
+		return &authError{"InvalidSignatureException", fmt.Sprintf("Credential: the scope's date %s is not X-Amz-Date's day %s", scope[0], t.Format("20060102"))}
+	case scope[1] != region:
+		return &authError{"InvalidSignatureException", fmt.Sprintf("Credential: the scope names region %s; this server runs as %s", scope[1], region)}
+	case scope[2] != "batch":
+		return &authError{"InvalidSignatureException", fmt.Sprintf("Credential: the scope names service %s; this server is batch", scope[2])}
+	case scope[3] != "aws4_request":
+		return &authError{"InvalidSignatureException", "Credential: the scope must end in aws4_request"}
+	}
+	signed := strings.Split(parts["SignedHeaders"], ";")
+	if !slices.IsSorted(signed) || !slices.Contains(signed, "host") || !slices.Contains(signed, "x-amz-date") {
+		return &authError{"InvalidSignatureException", "SignedHeaders: must be lower-case, sorted, and include host and x-amz-date"}
+	}
 	sum := sha256.Sum256(body)
 	payloadHash := hex.EncodeToString(sum[:])
-	if h := r.Header.Get("X-Amz-Content-Sha256"); h != "" && h != "UNSIGNED-PAYLOAD" && h != payloadHash {
+	if h := r.Header.Get("X-Amz-Content-Sha256"); h == "UNSIGNED-PAYLOAD" {
+		payloadHash = h
+	} else if h != "" && h != payloadHash {
 		return &authError{"InvalidSignatureException", "X-Amz-Content-Sha256 does not match the body"}
 	}
-	c, err := http.NewRequest(r.Method, "http://"+r.Host+r.URL.RequestURI(), nil)
-	if err != nil {
-		return &authError{"InvalidSignatureException", err.Error()}
-	}
-	c.URL.RawPath = r.URL.RawPath
-	c.Host = r.Host
-	c.ContentLength = r.ContentLength
-	for _, h := range strings.Split(parts["SignedHeaders"], ";") {
-		if h == "host" || h == "content-length" {
-			continue
+	var canon strings.Builder
+	canon.WriteString(r.Method + "\n" + canonicalURI(r) + "\n" + canonicalQuery(r) + "\n")
+	for _, h := range signed {
+		var vals []string
+		switch h {
+		case "host":
+			vals = []string{r.Host}
+		case "content-length":
+			vals = r.Header.Values("Content-Length")
+			if len(vals) == 0 && r.ContentLength >= 0 {
+				vals = []string{strconv.FormatInt(r.ContentLength, 10)}
+			}
+		default:
+			vals = r.Header.Values(h)
 		}
-		if vals, ok := r.Header[http.CanonicalHeaderKey(h)]; ok {
-			c.Header[http.CanonicalHeaderKey(h)] = vals
+		if len(vals) == 0 {
+			return &authError{"InvalidSignatureException", fmt.Sprintf("SignedHeaders names %s, which the request does not carry", h)}
 		}
+		for i, v := range vals {
+			vals[i] = strings.Join(strings.Fields(v), " ")
+		}
+		canon.WriteString(h + ":" + strings.Join(vals, ",") + "\n")
 	}
-	creds := aws.Credentials{AccessKeyID: cred[0], SecretAccessKey: secret, SessionToken: r.Header.Get("X-Amz-Security-Token")}
-	if err := v4.NewSigner().SignHTTP(context.Background(), creds, c, payloadHash, cred[3], cred[2], t); err != nil {
-		return &authError{"InvalidSignatureException", err.Error()}
+	canon.WriteString("\n" + parts["SignedHeaders"] + "\n" + payloadHash)
+	creq := sha256.Sum256([]byte(canon.String()))
+	toSign := "AWS4-HMAC-SHA256\n" + r.Header.Get("X-Amz-Date") + "\n" + strings.Join(scope, "/") + "\n" + hex.EncodeToString(creq[:])
+	key := []byte("AWS4" + secret)
+	for _, part := range scope {
+		key = hmacSHA256(key, part)
 	}
-	if !hmac.Equal([]byte(c.Header.Get("Authorization")), []byte(auth)) {
+	want := hex.EncodeToString(hmacSHA256(key, toSign))
+	if !hmac.Equal([]byte(want), []byte(parts["Signature"])) {
 		return &authError{"InvalidSignatureException", "the request signature does not match: check the secret access key and the signing method"}
 	}
 	return nil
+}
+
+func hmacSHA256(key []byte, data string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(data))
+	return m.Sum(nil)
+}
+
+// canonicalURI is the request's path as the client sent it, URI-encoded once more (every
+// AWS service but S3 signs the path encoded twice).
+func canonicalURI(r *http.Request) string {
+	p := r.URL.EscapedPath()
+	if p == "" {
+		return "/"
+	}
+	return uriEncode(p, false)
+}
+
+// canonicalQuery is the query's parameters sorted by name then value, each encoded.
+func canonicalQuery(r *http.Request) string {
+	q := r.URL.Query()
+	var pairs []string
+	for k, vs := range q {
+		for _, v := range vs {
+			pairs = append(pairs, uriEncode(k, true)+"="+uriEncode(v, true))
+		}
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, "&")
+}
+
+// uriEncode is SigV4's encoding: every byte but A-Z a-z 0-9 - _ . ~ as %XX, and '/' too
+// unless it separates path segments.
+func uriEncode(s string, slash bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_', c == '.', c == '~':
+			b.WriteByte(c)
+		case c == '/' && !slash:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }
 
 // Require wraps h so that every request must carry a valid signature; v nil lets all through.

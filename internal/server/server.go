@@ -73,6 +73,7 @@ func Start(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("credentials: %w", err)
 		}
+		v.Region = cfg.Region
 		verifier = v
 	}
 	// Listen first: the store's lease names the address, so that a second server on the
