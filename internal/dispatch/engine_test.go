@@ -2,26 +2,13 @@ package dispatch
 
 import (
 	"strings"
-	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quotashare/quotashare"
-	"github.com/quotashare/quotashare/internal/sqlite"
+	"github.com/quotashare/quotashare/internal/storetest"
 )
-
-// clock is a fake clock the test moves.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // idle is an executor that starts nothing and never reports.
 type idle struct{}
@@ -31,23 +18,6 @@ func (idle) Start(quotashare.AttemptSpec) error     { return nil }
 func (idle) Stop(string) error                      { return nil }
 func (idle) Recover([]quotashare.AttemptSpec) error { return nil }
 func (idle) Close() error                           { return nil }
-
-func open(t *testing.T, dir string, c *clock) *Engine {
-	t.Helper()
-	st, err := sqlite.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := Open(Config{Store: st, Now: c.Now, Tick: 5 * time.Millisecond, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Run(idle{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close(); st.Close() })
-	return e
-}
 
 // setupQueue makes policy p, environment e with n ml.g5.xlarge, queue q with the given
 // time-limit actions, and LEND share a with a limit of n.
@@ -77,127 +47,111 @@ func mustOK[T any](t *testing.T) func(T, error) T {
 // and is terminated by the queue's jobStateTimeLimitAction once it has waited
 // maxTimeSeconds; a job that can fit is left alone.
 func TestTimeLimitActions(t *testing.T) {
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	e := open(t, t.TempDir(), c)
-	setupQueue(t, e, 1, quotashare.TimeLimitAction{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"})
-	pl := func(n int) string {
-		return `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":` + string(rune('0'+n)) + `}}`
-	}
-	big := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "big", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl(2)}))
-	wait := func(id string, ok func(quotashare.Job) bool) quotashare.Job {
-		t.Helper()
-		for range 400 {
-			j, _ := e.Job(id)
-			if ok(j) {
-				return j
-			}
-			time.Sleep(5 * time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		e := openMemory(t, storetest.NewMemory(), idle{})
+		setupQueue(t, e, 1, quotashare.TimeLimitAction{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"})
+		pl := func(n int) string {
+			return `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":` + string(rune('0'+n)) + `}}`
 		}
-		j, _ := e.Job(id)
-		t.Fatalf("job %s: %s %s", j.Name, j.Status, j.StatusReason)
-		return j
-	}
-	wait(big.ID, func(j quotashare.Job) bool {
-		return strings.HasPrefix(j.StatusReason, "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - ")
+		start := time.Now()
+		big := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "big", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl(2)}))
+		synctest.Wait()
+		if j, _ := e.Job(big.ID); !strings.HasPrefix(j.StatusReason, "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - ") {
+			t.Fatalf("job %s: %s %s", j.Name, j.Status, j.StatusReason)
+		}
+		time.Sleep(599 * time.Second)
+		synctest.Wait()
+		e.mu.Lock()
+		checked := e.limitsAt
+		e.mu.Unlock()
+		if checked.Sub(start) < 598*time.Second {
+			t.Fatalf("the time limits were last checked %v after the submit: the step did not run", checked.Sub(start))
+		}
+		if j, _ := e.Job(big.ID); j.Status != quotashare.Runnable {
+			t.Fatalf("terminated before maxTimeSeconds: %s %s", j.Status, j.StatusReason)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		j, _ := e.Job(big.ID)
+		if j.Status != quotashare.Failed || j.StatusReason != "Terminated by JobStateTimeLimit action due to reason: MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE" || !j.IsTerminated {
+			t.Errorf("%s, reason = %q, isTerminated %v", j.Status, j.StatusReason, j.IsTerminated)
+		}
 	})
-	c.Add(599 * time.Second)
-	time.Sleep(50 * time.Millisecond)
-	if j, _ := e.Job(big.ID); j.Status != quotashare.Runnable {
-		t.Fatalf("terminated before maxTimeSeconds: %s %s", j.Status, j.StatusReason)
-	}
-	c.Add(2 * time.Second)
-	j := wait(big.ID, func(j quotashare.Job) bool { return j.Status == quotashare.Failed })
-	if j.StatusReason != "Terminated by JobStateTimeLimit action due to reason: MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE" || !j.IsTerminated {
-		t.Errorf("reason = %q, isTerminated %v", j.StatusReason, j.IsTerminated)
-	}
 }
 
 // TestReopen: what the engine committed is there after a reopen, scheduler included.
 func TestReopen(t *testing.T) {
-	dir := t.TempDir()
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	e := open(t, dir, c)
-	setupQueue(t, e, 1)
-	pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
-	first := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "first", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
-	second := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "second", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
-	for range 400 {
-		if j, _ := e.Job(first.ID); j.Status == quotashare.Scheduled {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		m := storetest.NewMemory()
+		e := openMemory(t, m, idle{})
+		setupQueue(t, e, 1)
+		pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
+		first := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "first", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+		second := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "second", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+		synctest.Wait()
+		if j, _ := e.Job(first.ID); j.Status != quotashare.Scheduled {
+			t.Fatalf("first job before the reopen: %s", j.Status)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	e.Close()
+		e.Close()
 
-	e2 := open(t, dir, c)
-	j1, err := e2.Job(first.ID)
-	if err != nil || j1.Status != quotashare.Scheduled || j1.Current == nil {
-		t.Fatalf("first job after reopen: %+v, %v", j1, err)
-	}
-	// A waiting job's reason is not stored on its own: the first pass after the reopen
-	// says it again.
-	var j2 quotashare.Job
-	for range 400 {
-		if j2, _ = e2.Job(second.ID); strings.HasPrefix(j2.StatusReason, "QUOTA_SHARE_AT_LIMIT - share a is at its limit of 1 ml.g5.xlarge (1 in use") {
-			break
+		e2 := openMemory(t, m, idle{})
+		j1, err := e2.Job(first.ID)
+		if err != nil || j1.Status != quotashare.Scheduled || j1.Current == nil {
+			t.Fatalf("first job after reopen: %+v, %v", j1, err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if j2.Status != quotashare.Runnable || !strings.HasPrefix(j2.StatusReason, "QUOTA_SHARE_AT_LIMIT") {
-		t.Fatalf("second job after reopen: %s %q", j2.Status, j2.StatusReason)
-	}
-	u, err := e2.Usage("q")
-	if err != nil || len(u) != 1 || u[0].Types[0].InUse != 1 || u[0].Waiting != 1 {
-		t.Errorf("rebuilt scheduler: %+v %v", u, err)
-	}
+		// A waiting job's reason is not stored on its own: the first pass after the
+		// reopen says it again.
+		synctest.Wait()
+		j2, _ := e2.Job(second.ID)
+		if j2.Status != quotashare.Runnable || !strings.HasPrefix(j2.StatusReason, "QUOTA_SHARE_AT_LIMIT - share a is at its limit of 1 ml.g5.xlarge (1 in use") {
+			t.Fatalf("second job after reopen: %s %q", j2.Status, j2.StatusReason)
+		}
+		u, err := e2.Usage("q")
+		if err != nil || len(u) != 1 || u[0].Types[0].InUse != 1 || u[0].Waiting != 1 {
+			t.Errorf("rebuilt scheduler: %+v %v", u, err)
+		}
+	})
 }
 
 // TestListActive pages through jobs that hold capacity, which are listed from the active
 // set rather than by scanning the queue: newest first, each once.
 func TestListActive(t *testing.T) {
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	e := open(t, t.TempDir(), c)
-	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
-	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
-		Limits: []quotashare.Demand{{InstanceType: "t", Count: 5}}}))
-	prio := 1
-	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN, EnvOrder: []EnvOrder{{1, "e"}}}))
-	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
-		Limits: []quotashare.Demand{{InstanceType: "t", Count: 5}}}))
-	pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"t","InstanceCount":1}}`
-	var names []string
-	for i := range 8 {
-		name := string(rune('a' + i))
-		mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: name, Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
-		names = append(names, name)
-	}
-	for range 400 {
-		if js, _, _ := e.ListJobs(ListFilter{Queue: "q", Status: quotashare.Scheduled}, 0, 100); len(js) == 5 {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		e := openMemory(t, storetest.NewMemory(), idle{})
+		p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
+		mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+			Limits: []quotashare.Demand{{InstanceType: "t", Count: 5}}}))
+		prio := 1
+		mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN, EnvOrder: []EnvOrder{{1, "e"}}}))
+		mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+			Limits: []quotashare.Demand{{InstanceType: "t", Count: 5}}}))
+		pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"t","InstanceCount":1}}`
+		for i := range 8 {
+			mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: string(rune('a' + i)), Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	var got []string
-	from := 0
-	for page := 0; page < 10; page++ {
-		js, next, err := e.ListJobs(ListFilter{Queue: "q", Status: quotashare.Scheduled}, from, 2)
-		if err != nil {
-			t.Fatal(err)
+		synctest.Wait()
+		var got []string
+		from := 0
+		for page := 0; page < 10; page++ {
+			js, next, err := e.ListJobs(ListFilter{Queue: "q", Status: quotashare.Scheduled}, from, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range js {
+				got = append(got, j.Name)
+			}
+			if next == 0 {
+				break
+			}
+			from = next
 		}
-		for _, j := range js {
-			got = append(got, j.Name)
+		if strings.Join(got, "") != "edcba" {
+			t.Errorf("SCHEDULED jobs two a page: %v, want e d c b a", got)
 		}
-		if next == 0 {
-			break
+		if js, _, _ := e.ListJobs(ListFilter{Queue: "q", Status: quotashare.Runnable}, 0, 100); len(js) != 3 || js[0].Name != "h" {
+			t.Errorf("RUNNABLE: %d jobs", len(js))
 		}
-		from = next
-	}
-	if strings.Join(got, "") != "edcba" {
-		t.Errorf("SCHEDULED jobs two a page: %v, want e d c b a", got)
-	}
-	if js, _, _ := e.ListJobs(ListFilter{Queue: "q", Status: quotashare.Runnable}, 0, 100); len(js) != 3 || js[0].Name != "h" {
-		t.Errorf("RUNNABLE: %d jobs", len(js))
-	}
+	})
 }
 
 // oneShare creates queue q with share a of one ml.g5.xlarge in environment e.
@@ -209,32 +163,40 @@ func oneShare(t *testing.T, e *Engine) {
 // TestStartingReports: an executor's Starting reports move a SCHEDULED job to STARTING
 // with the executor's reason, a later one replaces the reason, and Running ends it.
 func TestStartingReports(t *testing.T) {
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	e := open(t, t.TempDir(), c)
-	oneShare(t, e)
-	pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
-	j := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
-	wait := func(want quotashare.JobStatus, reason string) {
-		t.Helper()
-		var got quotashare.Job
-		for range 400 {
-			if got, _ = e.Job(j.ID); got.Status == want && strings.Contains(got.StatusReason, reason) {
-				return
+	synctest.Test(t, func(t *testing.T) {
+		e := openMemory(t, storetest.NewMemory(), idle{})
+		oneShare(t, e)
+		pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
+		j := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+		// report hands the engine a report and waits until the engine has taken it in.
+		report := func(r quotashare.Report) {
+			t.Helper()
+			e.Report(r)
+			synctest.Wait()
+			e.mu.Lock()
+			left := len(e.reports)
+			e.mu.Unlock()
+			if left != 0 {
+				t.Fatalf("%d reports not applied", left)
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
-		t.Fatalf("job is %s %q, want %s with %q", got.Status, got.StatusReason, want, reason)
-	}
-	wait(quotashare.Scheduled, "")
-	id := quotashare.AttemptID(j.ID, 1)
-	e.Report(quotashare.Report{JobID: j.ID, AttemptID: id, State: quotashare.AttemptStarting, Reason: "waiting for a node: 0/1 nodes are available"})
-	wait(quotashare.Starting, "STARTING - attempt "+id+" in share a: waiting for a node: 0/1 nodes are available")
-	e.Report(quotashare.Report{JobID: j.ID, AttemptID: id, State: quotashare.AttemptStarting, Reason: "pulling image"})
-	wait(quotashare.Starting, ": pulling image")
-	e.Report(quotashare.Report{JobID: j.ID, AttemptID: id, State: quotashare.AttemptRunning})
-	wait(quotashare.Running, "RUNNING - attempt "+id)
-	// A late Starting report does not move a RUNNING job back.
-	e.Report(quotashare.Report{JobID: j.ID, AttemptID: id, State: quotashare.AttemptStarting, Reason: "late"})
-	time.Sleep(30 * time.Millisecond)
-	wait(quotashare.Running, "RUNNING - attempt "+id)
+		is := func(want quotashare.JobStatus, reason string) {
+			t.Helper()
+			if got, _ := e.Job(j.ID); got.Status != want || !strings.Contains(got.StatusReason, reason) {
+				t.Fatalf("job is %s %q, want %s with %q", got.Status, got.StatusReason, want, reason)
+			}
+		}
+		synctest.Wait()
+		is(quotashare.Scheduled, "")
+		id := quotashare.AttemptID(j.ID, 1)
+		report(quotashare.Report{JobID: j.ID, AttemptID: id, State: quotashare.AttemptStarting, Reason: "waiting for a node: 0/1 nodes are available"})
+		is(quotashare.Starting, "STARTING - attempt "+id+" in share a: waiting for a node: 0/1 nodes are available")
+		report(quotashare.Report{JobID: j.ID, AttemptID: id, State: quotashare.AttemptStarting, Reason: "pulling image"})
+		is(quotashare.Starting, ": pulling image")
+		report(quotashare.Report{JobID: j.ID, AttemptID: id, State: quotashare.AttemptRunning})
+		is(quotashare.Running, "RUNNING - attempt "+id)
+		// A late Starting report does not move a RUNNING job back.
+		report(quotashare.Report{JobID: j.ID, AttemptID: id, State: quotashare.AttemptStarting, Reason: "late"})
+		is(quotashare.Running, "RUNNING - attempt "+id)
+	})
 }
