@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quotashare/quotashare"
@@ -108,7 +109,8 @@ type Engine struct {
 	broken  error
 	deposed bool
 	lease   quotashare.Lease
-	running bool // Run started the loops
+	running bool         // Run started the loops
+	passes  atomic.Int64 // scheduling passes run, over all queues
 	// version is the stored format Open found (-1: an empty store); oldKeys are the keys
 	// of a version-0 store's resources, which upgrade replaces.
 	version int
@@ -375,6 +377,28 @@ func (e *Engine) actLoop() {
 	}
 }
 
+// Settle returns once a cycle has run wholly after the call (reports applied, passes
+// run, the batch committed) and the executor has been handed every call committed up to
+// it: what a test waits for before it checks that something did not happen.
+func (e *Engine) Settle() error {
+	if err := e.write(func(time.Time) error { return nil }); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	if err := e.write(func(time.Time) error {
+		e.act(func(quotashare.Executor) { close(done) })
+		return nil
+	}); err != nil {
+		return err
+	}
+	<-done
+	return nil
+}
+
+// Passes counts the scheduling passes run so far, over all queues: for metrics, and for
+// tests that must know a pass has run before they check that it did nothing.
+func (e *Engine) Passes() int64 { return e.passes.Load() }
+
 // Close stops the committer after the batch in flight, and gives the store's lease up;
 // requests after it fail.
 func (e *Engine) Close() {
@@ -596,6 +620,7 @@ func (e *Engine) sortedQueues() []*queueState {
 
 // pass runs one scheduling pass for the queue and records its decisions.
 func (e *Engine) pass(qs *queueState, now time.Time) {
+	e.passes.Add(1)
 	qs.dirty = false
 	if env := e.envs[qs.q.EnvironmentARN]; env == nil || env.Disabled {
 		for _, j := range qs.fresh {

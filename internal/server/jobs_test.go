@@ -209,7 +209,7 @@ func TestPreemptionRetries(t *testing.T) {
 // the excess is borrowed and is reclaimed once an owner needs it.
 func TestLimitLowered(t *testing.T) {
 	dir := t.TempDir()
-	_, c := start(t, filepath.Join(dir, "data"), 5*time.Second)
+	s, c := start(t, filepath.Join(dir, "data"), 5*time.Second)
 	qarn := setup(t, c, "q", 2, share("a", "RESERVE", 2, nil, false), share("b", "LEND", 0+1, nil, false))
 	// b starts with limit 1 and a with 2 in an environment of 2: b's job waits until a lowers.
 	gate := gated(filepath.Join(dir, "go"))
@@ -217,9 +217,14 @@ func TestLimitLowered(t *testing.T) {
 	a2 := submit(t, c, "q", "a2", "a", 2, gate)
 	waitStatus(t, c, a1, types.ServiceJobStatusRunning)
 	waitStatus(t, c, a2, types.ServiceJobStatusRunning)
+	passes := s.Engine().Passes()
 	must[*batch.UpdateQuotaShareOutput](t)(c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(qarn + "/quota-share/a"),
 		CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(1)}}}))
-	time.Sleep(300 * time.Millisecond) // a pass or two: nothing may be preempted yet
+	// The update's answer waited for its batch, and the batch holds the pass under the
+	// new limit: nothing may be preempted by it.
+	if s.Engine().Passes() == passes {
+		t.Fatal("no scheduling pass ran between the update and its answer")
+	}
 	for _, id := range []string{a1, a2} {
 		if d := describe(t, c, id); d.Status != types.ServiceJobStatusRunning {
 			t.Fatalf("job %s is %s after the limit was lowered, want still RUNNING", aws.ToString(d.JobName), d.Status)

@@ -190,7 +190,10 @@ func TestKubernetesThreeProjects(t *testing.T) {
 	if want := kubetest.PodLogText(); resp.StatusCode != http.StatusOK || string(body) != want {
 		t.Errorf("GET /logs/%s: %d %q, want %q", high, resp.StatusCode, body, want)
 	}
-	time.Sleep(time.Second)
+	// Every call the restarted server has made to the cluster is made: no Pod may be new.
+	if err := s.Engine().Settle(); err != nil {
+		t.Fatal(err)
+	}
 	list := must[*corev1.PodList](t)(c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}))
 	if len(list.Items) != 2 {
 		t.Errorf("%d Pods after the restart, want the 2 that were running", len(list.Items))
