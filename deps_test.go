@@ -44,6 +44,10 @@ func TestDeps(t *testing.T) {
 		{"./internal/dispatch", "dispatch knows nothing of HTTP, SQL or processes", func(d string) bool {
 			return d == "net/http" || d == "database/sql" || d == "os/exec"
 		}},
+		{"./internal/control", "the state machine knows nothing of HTTP, SQL or processes", func(d string) bool {
+			return d == "net/http" || d == "database/sql" || d == "os/exec" || strings.HasPrefix(d, module+"/internal/") &&
+				d != module+"/internal/control" && d != module+"/internal/sched" && d != module+"/internal/trainingjob"
+		}},
 		{".", "the root vocabulary imports only the standard library", func(d string) bool { return !std(d) && d != module }},
 		{"./internal/sched", "the core imports only the standard library and the vocabulary", func(d string) bool {
 			return !std(d) && d != module && d != module+"/internal/sched"

@@ -40,7 +40,7 @@ func fixtureState(t *testing.T, m *storetest.Memory, region string) *Engine {
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 2}}}))
 	prio := 7
 	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
-		EnvOrder: []EnvOrder{{1, "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
 			State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"}}, Tags: map[string]string{"q": "1"}}))
 	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
@@ -232,7 +232,7 @@ func TestLoadFormats(t *testing.T) {
 			if name == "stored-v0.json" {
 				// Keys by name, the format record, no ARN left as a key.
 				got := dumpRecords(t, m)
-				if got[0].Kind != kindFormat || string(got[0].Body) != `{"version":1}` {
+				if got[0].Kind != "_format" || string(got[0].Body) != `{"version":1}` {
 					t.Errorf("first record after the upgrade: %s %s %s", got[0].Kind, got[0].Key, got[0].Body)
 				}
 				for _, r := range got {
@@ -251,7 +251,7 @@ func TestNewerFormatRefused(t *testing.T) {
 		m := loadFixture(t, "stored-v1.json")
 		st := m.Open()
 		lease, _ := st.Acquire(t.Context(), quotashare.LeaseHolder{ID: "newer"})
-		if err := st.Commit(t.Context(), lease, []quotashare.Record{{Kind: kindFormat, Key: keyFormat, Body: []byte(`{"version":99}`)}}); err != nil {
+		if err := st.Commit(t.Context(), lease, []quotashare.Record{{Kind: "_format", Key: "version", Body: []byte(`{"version":99}`)}}); err != nil {
 			t.Fatal(err)
 		}
 		st.Release(t.Context(), lease)

@@ -1,4 +1,4 @@
-package dispatch
+package control
 
 import (
 	"maps"
@@ -83,8 +83,8 @@ func shareConfig(cur quotashare.QuotaShare, in ShareInput, creating bool) (quota
 	return cur, nil
 }
 
-// shareByARN finds a share. Call with e.mu held.
-func (e *Engine) shareByARN(arn string) *quotashare.QuotaShare {
+// shareByARN finds a share.
+func (e *State) shareByARN(arn string) *quotashare.QuotaShare {
 	q, name, ok := strings.Cut(arn, "/quota-share/")
 	if !ok {
 		return nil
@@ -96,7 +96,7 @@ func (e *Engine) shareByARN(arn string) *quotashare.QuotaShare {
 }
 
 // CreateShare creates a quota share.
-func (e *Engine) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error) {
+func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error) {
 	if err := checkName("quotaShareName", in.Name); err != nil {
 		return out, err
 	}
@@ -146,7 +146,7 @@ func (e *Engine) CreateShare(in ShareInput) (out quotashare.QuotaShare, err erro
 
 // UpdateShare changes a share. A limit lowered below usage makes the excess borrowed:
 // reclaimable when an owner needs it.
-func (e *Engine) UpdateShare(arn string, in ShareInput) (out quotashare.QuotaShare, err error) {
+func (e *State) UpdateShare(arn string, in ShareInput) (out quotashare.QuotaShare, err error) {
 	err = e.write(func(time.Time) error {
 		s := e.shareByARN(arn)
 		if s == nil {
@@ -175,9 +175,7 @@ func (e *Engine) UpdateShare(arn string, in ShareInput) (out quotashare.QuotaSha
 }
 
 // DescribeShare returns a share; a missing one is an error that says "does not exist".
-func (e *Engine) DescribeShare(arn string) (quotashare.QuotaShare, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (e *State) DescribeShare(arn string) (quotashare.QuotaShare, error) {
 	s := e.shareByARN(arn)
 	if s == nil {
 		return quotashare.QuotaShare{}, quotashare.Errorf(quotashare.NotFound, "quotaShareArn: quota share %s does not exist", arn)
@@ -188,9 +186,7 @@ func (e *Engine) DescribeShare(arn string) (quotashare.QuotaShare, error) {
 }
 
 // ListShares returns a queue's shares, sorted by name.
-func (e *Engine) ListShares(queue string) ([]quotashare.QuotaShare, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (e *State) ListShares(queue string) ([]quotashare.QuotaShare, error) {
 	qs, err := e.queueRef(queue)
 	if err != nil {
 		return nil, err
@@ -204,7 +200,7 @@ func (e *Engine) ListShares(queue string) ([]quotashare.QuotaShare, error) {
 
 // DeleteShare deletes a DISABLED share: its waiting jobs fail at once, its running ones
 // are stopped, and the share is gone when the last of them has stopped.
-func (e *Engine) DeleteShare(arn string) error {
+func (e *State) DeleteShare(arn string) error {
 	return e.write(func(now time.Time) error {
 		s := e.shareByARN(arn)
 		if s == nil {

@@ -1,4 +1,4 @@
-package dispatch
+package control
 
 import (
 	"cmp"
@@ -21,12 +21,12 @@ const (
 	msgExists = "Object already exists"
 )
 
-func (e *Engine) arn(kind, name string) string {
+func (e *State) arn(kind, name string) string {
 	return fmt.Sprintf("arn:aws:batch:%s:%s:%s/%s", e.cfg.Region, e.cfg.Account, kind, name)
 }
 
 // ref turns a name or an ARN of the kind into an ARN; bad names are an error naming field.
-func (e *Engine) ref(field, kind, v string) (string, error) {
+func (e *State) ref(field, kind, v string) (string, error) {
 	if strings.HasPrefix(v, "arn:") {
 		return v, nil
 	}
@@ -101,7 +101,7 @@ func checkPolicyKind(quota, fair bool, idle string) error {
 }
 
 // CreatePolicy creates a scheduling policy.
-func (e *Engine) CreatePolicy(in PolicyInput) (out quotashare.SchedulingPolicy, err error) {
+func (e *State) CreatePolicy(in PolicyInput) (out quotashare.SchedulingPolicy, err error) {
 	if err := checkName("name", in.Name); err != nil {
 		return out, err
 	}
@@ -126,7 +126,7 @@ func (e *Engine) CreatePolicy(in PolicyInput) (out quotashare.SchedulingPolicy, 
 }
 
 // UpdatePolicy changes a policy; its kind can never change.
-func (e *Engine) UpdatePolicy(arn string, quota, fair bool, idle string) error {
+func (e *State) UpdatePolicy(arn string, quota, fair bool, idle string) error {
 	if fair {
 		return invalid("fairsharePolicy: the policy is a quota-share policy, and a policy's kind can never change")
 	}
@@ -149,9 +149,7 @@ func (e *Engine) UpdatePolicy(arn string, quota, fair bool, idle string) error {
 }
 
 // DescribePolicies returns the policies named by ARN; unknown ones are left out.
-func (e *Engine) DescribePolicies(arns []string) []quotashare.SchedulingPolicy {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (e *State) DescribePolicies(arns []string) []quotashare.SchedulingPolicy {
 	var out []quotashare.SchedulingPolicy
 	for _, a := range arns {
 		if p := e.policies[a]; p != nil {
@@ -164,14 +162,12 @@ func (e *Engine) DescribePolicies(arns []string) []quotashare.SchedulingPolicy {
 }
 
 // PolicyARNs returns every policy's ARN, sorted.
-func (e *Engine) PolicyARNs() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (e *State) PolicyARNs() []string {
 	return slices.Sorted(maps.Keys(e.policies))
 }
 
 // DeletePolicy deletes a policy that no queue uses.
-func (e *Engine) DeletePolicy(arn string) error {
+func (e *State) DeletePolicy(arn string) error {
 	return e.write(func(time.Time) error {
 		if e.policies[arn] == nil {
 			return quotashare.Errorf(quotashare.NotFound, "arn: scheduling policy %s does not exist", arn)
@@ -215,7 +211,7 @@ func checkEnvLimits(limits []quotashare.Demand) error {
 }
 
 // CreateEnvironment creates a service environment.
-func (e *Engine) CreateEnvironment(in EnvironmentInput) (out quotashare.Environment, err error) {
+func (e *State) CreateEnvironment(in EnvironmentInput) (out quotashare.Environment, err error) {
 	if err := checkName("serviceEnvironmentName", in.Name); err != nil {
 		return out, err
 	}
@@ -246,7 +242,7 @@ func (e *Engine) CreateEnvironment(in EnvironmentInput) (out quotashare.Environm
 	return out, err
 }
 
-func (e *Engine) queueOfEnv(arn string) *queueState {
+func (e *State) queueOfEnv(arn string) *queueState {
 	for _, qs := range e.queues {
 		if qs.q.EnvironmentARN == arn {
 			return qs
@@ -257,7 +253,7 @@ func (e *Engine) queueOfEnv(arn string) *queueState {
 
 // UpdateEnvironment changes an environment's state and/or limits (nil keeps them). A
 // limit lowered below usage preempts at the next pass, borrowed capacity first.
-func (e *Engine) UpdateEnvironment(ref, st string, limits []quotashare.Demand) (out quotashare.Environment, err error) {
+func (e *State) UpdateEnvironment(ref, st string, limits []quotashare.Demand) (out quotashare.Environment, err error) {
 	arn, err := e.ref("serviceEnvironment", "service-environment", ref)
 	if err != nil {
 		return out, err
@@ -312,9 +308,7 @@ func (qs *queueState) runnable() []*quotashare.Job {
 
 // DescribeEnvironments returns the environments named (names or ARNs; unknown ones are
 // left out), or all of them, sorted by name.
-func (e *Engine) DescribeEnvironments(refs []string) ([]quotashare.Environment, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (e *State) DescribeEnvironments(refs []string) ([]quotashare.Environment, error) {
 	var out []quotashare.Environment
 	add := func(v *quotashare.Environment) {
 		c := *v
@@ -340,7 +334,7 @@ func (e *Engine) DescribeEnvironments(refs []string) ([]quotashare.Environment, 
 }
 
 // DeleteEnvironment deletes a DISABLED environment that no queue uses.
-func (e *Engine) DeleteEnvironment(ref string) error {
+func (e *State) DeleteEnvironment(ref string) error {
 	arn, err := e.ref("serviceEnvironment", "service-environment", ref)
 	if err != nil {
 		return err
@@ -404,8 +398,8 @@ func checkTimeLimitActions(as []quotashare.TimeLimitAction) error {
 	return nil
 }
 
-// checkEnvOrder resolves the queue's one service environment. Call with e.mu held.
-func (e *Engine) checkEnvOrder(order []EnvOrder, self string) (string, int, error) {
+// checkEnvOrder resolves the queue's one service environment.
+func (e *State) checkEnvOrder(order []EnvOrder, self string) (string, int, error) {
 	if len(order) != 1 {
 		return "", 0, invalid("serviceEnvironmentOrder: a quota-management queue has exactly 1 service environment; got %d", len(order))
 	}
@@ -422,7 +416,7 @@ func (e *Engine) checkEnvOrder(order []EnvOrder, self string) (string, int, erro
 	return arn, order[0].Order, nil
 }
 
-func (e *Engine) checkPolicyRef(field, arn string) error {
+func (e *State) checkPolicyRef(field, arn string) error {
 	if arn == "" {
 		return invalid("%s: is required: quotashare runs quota-management queues, which need a scheduling policy with a quotaSharePolicy", field)
 	}
@@ -433,7 +427,7 @@ func (e *Engine) checkPolicyRef(field, arn string) error {
 }
 
 // CreateQueue creates a quota-management job queue.
-func (e *Engine) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
+func (e *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 	if err := checkName("jobQueueName", in.Name); err != nil {
 		return out, err
 	}
@@ -488,7 +482,7 @@ func (e *Engine) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 
 // UpdateQueue changes a queue's state, priority, policy, environment (only while no job
 // holds capacity) or time-limit actions.
-func (e *Engine) UpdateQueue(ref string, in QueueInput) (out quotashare.Queue, err error) {
+func (e *State) UpdateQueue(ref string, in QueueInput) (out quotashare.Queue, err error) {
 	arn, err := e.ref("jobQueue", "job-queue", ref)
 	if err != nil {
 		return out, err
@@ -553,12 +547,10 @@ func (e *Engine) UpdateQueue(ref string, in QueueInput) (out quotashare.Queue, e
 
 // DescribeQueues returns the queues named (names or ARNs; unknown ones are left out), or
 // all of them, sorted by name.
-func (e *Engine) DescribeQueues(refs []string) ([]quotashare.Queue, error) {
+func (e *State) DescribeQueues(refs []string) ([]quotashare.Queue, error) {
 	if len(refs) > 100 {
 		return nil, invalid("jobQueues: %d names is more than the 100 allowed", len(refs))
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var out []quotashare.Queue
 	add := func(qs *queueState) {
 		c := *qs.q
@@ -584,7 +576,7 @@ func (e *Engine) DescribeQueues(refs []string) ([]quotashare.Queue, error) {
 }
 
 // DeleteQueue deletes a DISABLED queue that has no quota shares left.
-func (e *Engine) DeleteQueue(ref string) error {
+func (e *State) DeleteQueue(ref string) error {
 	arn, err := e.ref("jobQueue", "job-queue", ref)
 	if err != nil {
 		return err
@@ -611,8 +603,8 @@ func (e *Engine) DeleteQueue(ref string) error {
 	})
 }
 
-// queueRef finds a queue by name or ARN; a missing one is NotFound. Call with e.mu held.
-func (e *Engine) queueRef(ref string) (*queueState, error) {
+// queueRef finds a queue by name or ARN; a missing one is NotFound.
+func (e *State) queueRef(ref string) (*queueState, error) {
 	arn, err := e.ref("jobQueue", "job-queue", ref)
 	if err != nil {
 		return nil, err

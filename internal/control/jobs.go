@@ -1,4 +1,4 @@
-package dispatch
+package control
 
 import (
 	"cmp"
@@ -25,7 +25,9 @@ type JobInput struct {
 	ClientToken                                        string
 }
 
-func checkJobInput(in JobInput) ([]quotashare.Demand, error) {
+// CheckJob checks a SubmitServiceJob request on its own (the payload parsed, the
+// capacity it needs computed), before it meets the state; errors name the field.
+func CheckJob(in JobInput) ([]quotashare.Demand, error) {
 	if err := checkName("jobName", in.Name); err != nil {
 		return nil, err
 	}
@@ -90,19 +92,10 @@ func checkJobInput(in JobInput) ([]quotashare.Demand, error) {
 
 // Submit accepts a job. A clientToken seen before with the same request returns the job
 // it made; with another request it is an error.
-func (e *Engine) Submit(in JobInput) (out quotashare.Job, err error) {
-	need, err := checkJobInput(in)
-	if err != nil {
-		return out, err
-	}
-	e.mu.Lock()
-	x := e.exec // set by Run, under the lock
-	e.mu.Unlock()
-	if x != nil {
-		if err := x.Check(in.Payload); err != nil {
-			return out, invalid("%v", err)
-		}
-	}
+//
+// need is what CheckJob returned for the request: the runner checks (and parses the
+// payload) before it takes its lock.
+func (e *State) Submit(in JobInput, need []quotashare.Demand) (out quotashare.Job, err error) {
 	qarn, err := e.ref("jobQueue", "job-queue", in.Queue)
 	if err != nil {
 		return out, err
@@ -186,7 +179,7 @@ func jobID(ref string) string {
 	return ref
 }
 
-func (e *Engine) job(ref string) (*quotashare.Job, error) {
+func (e *State) job(ref string) (*quotashare.Job, error) {
 	if ref == "" {
 		return nil, invalid("jobId: is required")
 	}
@@ -198,9 +191,7 @@ func (e *Engine) job(ref string) (*quotashare.Job, error) {
 }
 
 // Job returns a job by id or ARN.
-func (e *Engine) Job(ref string) (quotashare.Job, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (e *State) Job(ref string) (quotashare.Job, error) {
 	j, err := e.job(ref)
 	if err != nil {
 		return quotashare.Job{}, err
@@ -210,7 +201,7 @@ func (e *Engine) Job(ref string) (quotashare.Job, error) {
 
 // SetPriority changes a waiting or running job's schedulingPriority; the next pass uses
 // it for order and for preemption.
-func (e *Engine) SetPriority(ref string, priority int) (out quotashare.Job, err error) {
+func (e *State) SetPriority(ref string, priority int) (out quotashare.Job, err error) {
 	if err := sched.CheckPriority(priority); err != nil {
 		return out, invalid("%v", err)
 	}
@@ -237,7 +228,7 @@ func (e *Engine) SetPriority(ref string, priority int) (out quotashare.Job, err 
 
 // Terminate ends a job as FAILED with the reason: at once if it waits, once its
 // processes have stopped if it runs. A finished job is left as it is.
-func (e *Engine) Terminate(ref, reason string) error {
+func (e *State) Terminate(ref, reason string) error {
 	if reason == "" {
 		return invalid("reason: is required")
 	}
@@ -253,7 +244,7 @@ func (e *Engine) Terminate(ref, reason string) error {
 	})
 }
 
-func (e *Engine) terminate(qs *queueState, j *quotashare.Job, reason string, now time.Time) {
+func (e *State) terminate(qs *queueState, j *quotashare.Job, reason string, now time.Time) {
 	j.IsTerminated = true
 	j.TerminateReason = reason
 	qs.dirty = true
@@ -273,8 +264,7 @@ func (e *Engine) terminate(qs *queueState, j *quotashare.Job, reason string, now
 			e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 		}
 	}
-	id := j.Current.ID
-	e.act(func(x quotashare.Executor) { stopAttempt(e, x, id) })
+	e.act(Action{Stop: j.Current.ID})
 }
 
 // ListFilter is ListServiceJobs' request, already checked for shape.
@@ -291,7 +281,7 @@ type ListFilter struct {
 // on from (0 at the end). from is 0 for the newest job, or a value ListJobs returned: the
 // position of the next job to look at, counted from the oldest, plus one. A queue's jobs
 // are only ever appended, so a position stays valid while new jobs arrive between pages.
-func (e *Engine) ListJobs(f ListFilter, from, max int) ([]quotashare.Job, int, error) {
+func (e *State) ListJobs(f ListFilter, from, max int) ([]quotashare.Job, int, error) {
 	if f.Queue == "" {
 		return nil, 0, invalid("jobQueue: is required")
 	}
@@ -299,8 +289,6 @@ func (e *Engine) ListJobs(f ListFilter, from, max int) ([]quotashare.Job, int, e
 	if err != nil {
 		return nil, 0, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	qs, err := e.queueRef(f.Queue)
 	if err != nil {
 		return nil, 0, err
@@ -410,14 +398,12 @@ type FrontJob struct {
 }
 
 // Snapshot returns the queue's front jobs and capacity use.
-func (e *Engine) Snapshot(queue string) (Snapshot, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (e *State) Snapshot(queue string) (Snapshot, error) {
 	qs, err := e.queueRef(queue)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	snap := Snapshot{At: e.cfg.Now(), ShareFront: map[string]FrontJob{}}
+	snap := Snapshot{At: e.clock, ShareFront: map[string]FrontJob{}}
 	var front []*quotashare.Job
 	for _, name := range slices.Sorted(maps.Keys(qs.shares)) {
 		ids := qs.sched.Front(name, 100)
@@ -440,9 +426,7 @@ func (e *Engine) Snapshot(queue string) (Snapshot, error) {
 }
 
 // Usage returns a queue's per-share usage, as the core counts it.
-func (e *Engine) Usage(queue string) ([]sched.ShareUsage, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (e *State) Usage(queue string) ([]sched.ShareUsage, error) {
 	qs, err := e.queueRef(queue)
 	if err != nil {
 		return nil, err
@@ -453,8 +437,7 @@ func (e *Engine) Usage(queue string) ([]sched.ShareUsage, error) {
 // ---- tags ----
 
 // tagsOf finds the tag map of the resource with the ARN, and marks it to be written.
-// Call with e.mu held.
-func (e *Engine) tagsOf(arn string) (*map[string]string, func(), error) {
+func (e *State) tagsOf(arn string) (*map[string]string, func(), error) {
 	if p := e.policies[arn]; p != nil {
 		return &p.Tags, func() { e.touch(kindPolicy, arn) }, nil
 	}
@@ -476,9 +459,7 @@ func (e *Engine) tagsOf(arn string) (*map[string]string, func(), error) {
 }
 
 // Tags returns a resource's tags.
-func (e *Engine) Tags(arn string) (map[string]string, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (e *State) Tags(arn string) (map[string]string, error) {
 	t, _, err := e.tagsOf(arn)
 	if err != nil {
 		return nil, err
@@ -487,7 +468,7 @@ func (e *Engine) Tags(arn string) (map[string]string, error) {
 }
 
 // Tag adds or replaces tags on a resource.
-func (e *Engine) Tag(arn string, tags map[string]string) error {
+func (e *State) Tag(arn string, tags map[string]string) error {
 	if len(tags) == 0 {
 		return invalid("tags: give 1 to 50 tags")
 	}
@@ -514,7 +495,7 @@ func (e *Engine) Tag(arn string, tags map[string]string) error {
 }
 
 // Untag removes tags from a resource.
-func (e *Engine) Untag(arn string, keys []string) error {
+func (e *State) Untag(arn string, keys []string) error {
 	if len(keys) == 0 || len(keys) > 50 {
 		return invalid("tagKeys: give 1 to 50 keys, got %d", len(keys))
 	}
@@ -534,6 +515,6 @@ func (e *Engine) Untag(arn string, keys []string) error {
 }
 
 // TrainingJobARN is the SageMaker-style ARN of an attempt (serviceResourceId).
-func (e *Engine) TrainingJobARN(attempt string) string {
+func (e *State) TrainingJobARN(attempt string) string {
 	return fmt.Sprintf("arn:aws:sagemaker:%s:%s:training-job/%s", e.cfg.Region, e.cfg.Account, attempt)
 }

@@ -1,7 +1,6 @@
-package dispatch
+package control
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -191,7 +190,7 @@ func toStoredJob(j *quotashare.Job) storedJob {
 	return s
 }
 
-func (e *Engine) fromStoredJob(s storedJob) *quotashare.Job {
+func (e *State) fromStoredJob(s storedJob) *quotashare.Job {
 	j := &quotashare.Job{ID: s.ID, Name: s.Name, ARN: e.arn("service-job", s.ID), QueueARN: e.arn("job-queue", s.Queue), Share: s.Share,
 		Priority: s.Priority, Payload: s.Payload, Need: fromStoredDemands(s.Need), Status: quotashare.JobStatus(s.Status),
 		StatusReason: s.StatusReason, CreatedAt: s.CreatedAt, StoppedAt: s.StoppedAt, RunnableSince: s.RunnableSince,
@@ -229,7 +228,7 @@ func storedKey(kind, key string) string {
 
 // encode renders the object at a key in memory as its stored record; an object no longer
 // in memory gives a deletion.
-func (e *Engine) encode(k recKey) quotashare.Record {
+func (e *State) encode(k recKey) quotashare.Record {
 	var v any
 	switch k.kind {
 	case kindPolicy:
@@ -270,7 +269,7 @@ func (e *Engine) encode(k recKey) quotashare.Record {
 
 // decode reads one stored record of the given format version into the engine's maps;
 // shares and jobs are returned, to be placed in their queues once every queue is in.
-func (e *Engine) decode(version int, r quotashare.Record) (*quotashare.QuotaShare, *quotashare.Job, error) {
+func (e *State) decode(version int, r quotashare.Record) (*quotashare.QuotaShare, *quotashare.Job, error) {
 	if version == 0 {
 		return e.decodeV0(r)
 	}
@@ -323,7 +322,7 @@ func (e *Engine) decode(version int, r quotashare.Record) (*quotashare.QuotaShar
 // decodeV0 reads a record of the format before version 1: the root types marshalled as
 // they were, keyed and linked by ARN. The ARNs are made again from the names, in the
 // region and account the server runs as now.
-func (e *Engine) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotashare.Job, error) {
+func (e *State) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotashare.Job, error) {
 	switch r.Kind {
 	case kindPolicy:
 		p := &quotashare.SchedulingPolicy{}
@@ -377,10 +376,12 @@ func (e *Engine) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotash
 	return nil, nil, nil
 }
 
-// upgrade writes a store of an older format (or an empty one) in the current format, in
-// one commit: every object again, under its key by name, the old keys deleted, and the
-// format record. A crash before the commit leaves the old store as it was.
-func (e *Engine) upgrade() error {
+// Upgrade returns the batch that rewrites a store of an older format (or an empty one)
+// in the current format, to be committed in one piece: every object again, under its key
+// by name, the old keys deleted, and the format record; nil when the store is current. A
+// crash before the commit leaves the old store as it was. Call Upgraded once it is
+// committed.
+func (e *State) Upgrade() []quotashare.Record {
 	if e.version == formatVersion {
 		return nil
 	}
@@ -407,15 +408,19 @@ func (e *Engine) upgrade() error {
 	}
 	f, _ := json.Marshal(storedFormat{Version: formatVersion})
 	batch = append(batch, quotashare.Record{Kind: kindFormat, Key: keyFormat, Body: f})
-	if err := e.cfg.Store.Commit(context.Background(), e.lease, batch); err != nil {
-		return err
-	}
+	return batch
+}
+
+// Upgraded records that the batch Upgrade returned is committed.
+func (e *State) Upgraded() {
 	if e.version == 0 {
-		e.cfg.Logf("quotashare: the store was rewritten from format version 0 to %d (%d records)", formatVersion, len(batch))
+		e.cfg.Logf("quotashare: the store was rewritten from format version 0 to %d", formatVersion)
 	}
 	e.version, e.oldKeys = formatVersion, nil
-	return nil
 }
+
+// FormatVersion is the version of the stored format Load found: -1 for an empty store.
+func (e *State) FormatVersion() int { return e.version }
 
 // v0Code is the reason code of a job stored by version 0, which kept only a waiting
 // job's.

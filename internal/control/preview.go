@@ -1,4 +1,4 @@
-package dispatch
+package control
 
 import (
 	"maps"
@@ -36,9 +36,7 @@ type Preview struct {
 // after each change, as the real requests each get one before they are answered. Nothing
 // is changed or stored. Events that arrive meanwhile (reports, submits) can make the real
 // apply differ.
-func (e *Engine) Preview(queue string, changes []PreviewChange) (Preview, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (e *State) Preview(queue string, changes []PreviewChange) (Preview, error) {
 	var out Preview
 	qs, err := e.queueRef(queue)
 	if err != nil {
@@ -49,7 +47,7 @@ func (e *Engine) Preview(queue string, changes []PreviewChange) (Preview, error)
 		return out, quotashare.Errorf(quotashare.Internal, "rebuilding queue %s: %v", qs.q.Name, err)
 	}
 	shares := maps.Clone(qs.shares)
-	now := e.cfg.Now()
+	now := e.now()
 	preempted := map[string]bool{}
 	for _, ch := range changes {
 		if ch.EnvironmentLimits != nil {

@@ -1,0 +1,747 @@
+// Package control is the server's state and the rules that change it: the resources and
+// jobs in memory, every request's validation and effect, the job state machine (reports,
+// retries, requeues, time limits), the scheduling passes over internal/sched, and the
+// stored format. It is a pure state machine: no goroutines, no locks, no clock, no I/O.
+// Time comes in with each call (SetTime), and what a call changed goes out as data: the
+// records to commit (Flush) and the executor calls to make once they are durable
+// (TakeActions). internal/dispatch runs it: the one lock, the loop, the group commit and
+// the executor.
+package control
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sched"
+)
+
+// Config configures a State.
+type Config struct {
+	// Region and Account go into ARNs (defaults us-east-1 and 000000000000).
+	Region, Account string
+	// NewID makes job ids.
+	NewID func() string
+	// Sched tunes every queue's scheduler; Sched.MaxShares is the shares per queue (20).
+	Sched sched.Config
+	// Tick is how often the loop gives every queue a pass; jobStateTimeLimitActions are
+	// checked at most this often (default 1s).
+	Tick time.Duration
+	// Logf logs what an operator should know.
+	Logf func(format string, args ...any)
+	// CapacityBackoff is how long a job waits after the executor's first refusal of its
+	// attempt for lack of capacity; each refusal in a row doubles it, up to
+	// CapacityBackoffMax (defaults 1 s and 2 min). A change of the executor's capacity
+	// (an attempt exits) ends every such wait at once.
+	CapacityBackoff, CapacityBackoffMax time.Duration
+}
+
+// Action is an executor call a change asks for, to be made once the batch holding the
+// change is durable: start an attempt, or stop one.
+type Action struct {
+	Start *quotashare.AttemptSpec
+	Stop  string // attempt id
+}
+
+// State is the server's state. It is not safe for concurrent use: its runner holds one
+// lock around every call.
+type State struct {
+	cfg      Config
+	policies map[string]*quotashare.SchedulingPolicy // by ARN
+	envs     map[string]*quotashare.Environment      // by ARN
+	queues   map[string]*queueState                  // by ARN
+	jobs     map[string]*quotashare.Job              // by id
+	tokens   map[string]string                       // clientToken -> job id
+	clock    time.Time                               // the time of the call, from SetTime
+	lastNow  time.Time
+	limitsAt time.Time // when timeLimits last ran
+
+	dirty   map[recKey]bool
+	actions []Action
+	wrote   bool  // a write succeeded since TakeWrote
+	passes  int64 // scheduling passes run, over all queues
+	// version is the stored format Load found (-1: an empty store); oldKeys are the keys
+	// of a version-0 store's resources, which Upgrade replaces.
+	version int
+	oldKeys []recKey
+}
+
+// Load makes a State from the records load gives (a Store's Load, ordered by kind then
+// key) and rebuilds every queue's scheduler.
+func Load(cfg Config, load func(fn func(quotashare.Record) error) error) (*State, error) {
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.Account == "" {
+		cfg.Account = "000000000000"
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = time.Second
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.CapacityBackoff <= 0 {
+		cfg.CapacityBackoff = time.Second
+	}
+	if cfg.CapacityBackoffMax < cfg.CapacityBackoff {
+		cfg.CapacityBackoffMax = max(cfg.CapacityBackoff, 2*time.Minute)
+	}
+	e := &State{cfg: cfg, policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
+		queues: map[string]*queueState{}, jobs: map[string]*quotashare.Job{}, tokens: map[string]string{}, dirty: map[recKey]bool{}}
+	if err := e.load(load); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// SetTime gives the time of the calls that follow. The State's own clock never goes
+// back and never repeats: each change gets a time strictly after the previous one.
+func (e *State) SetTime(t time.Time) { e.clock = t }
+
+// KeepClock carries a previous State's clock over to one loaded in its place, so that
+// times stay strictly increasing across a reload.
+func (e *State) KeepClock(old *State) {
+	if old.lastNow.After(e.lastNow) {
+		e.lastNow = old.lastNow
+	}
+	e.clock = old.clock
+}
+
+// write runs fn, which validates first and changes nothing when it returns an error, at
+// the call's time; a change that succeeds is marked for the runner (TakeWrote).
+func (e *State) write(fn func(now time.Time) error) error {
+	if err := fn(e.now()); err != nil {
+		return err
+	}
+	e.wrote = true
+	return nil
+}
+
+// TakeWrote reports whether a write succeeded since the last call: the runner then
+// answers the request once the next batch is durable.
+func (e *State) TakeWrote() bool {
+	w := e.wrote
+	e.wrote = false
+	return w
+}
+
+// Step is one turn of the runner's loop at the time given: it applies the executor's
+// reports, applies the queues' jobStateTimeLimitActions, and runs a scheduling pass for
+// every queue that needs one (all of them when tick is set).
+func (e *State) Step(reports []quotashare.Report, tick bool) {
+	now := e.now()
+	for _, r := range reports {
+		e.apply(r, now)
+	}
+	e.timeLimits(now)
+	for _, qs := range e.sortedQueues() {
+		if qs.dirty || tick {
+			e.pass(qs, now)
+		}
+	}
+}
+
+// Flush returns the records of everything changed since the last Flush: what the next
+// batch commits.
+func (e *State) Flush() []quotashare.Record {
+	batch := make([]quotashare.Record, 0, len(e.dirty))
+	for k := range e.dirty {
+		batch = append(batch, e.encode(k))
+	}
+	clear(e.dirty)
+	return batch
+}
+
+// TakeActions returns the executor calls asked for since the last call, in order.
+func (e *State) TakeActions() []Action {
+	a := e.actions
+	e.actions = nil
+	return a
+}
+
+// ActiveSpecs returns every attempt that holds capacity, sorted by attempt id: what the
+// executor recovers at start-up.
+func (e *State) ActiveSpecs() []quotashare.AttemptSpec {
+	var specs []quotashare.AttemptSpec
+	for _, j := range e.jobs {
+		if j.Current != nil {
+			specs = append(specs, e.spec(j))
+		}
+	}
+	slices.SortFunc(specs, func(a, b quotashare.AttemptSpec) int { return cmp.Compare(a.AttemptID, b.AttemptID) })
+	return specs
+}
+
+// Passes counts the scheduling passes run so far, over all queues.
+func (e *State) Passes() int64 { return e.passes }
+
+// queueState is a job queue with its shares and scheduler.
+type queueState struct {
+	q      *quotashare.Queue
+	shares map[string]*quotashare.QuotaShare // by name
+	sched  *sched.Scheduler
+	jobs   []*quotashare.Job // every job ever submitted, in submission order
+	// active are the jobs holding capacity (SCHEDULED, STARTING, RUNNING), by their
+	// position in jobs: few (capacity bounds them), so listing them scans no queue.
+	active map[*quotashare.Job]int
+	live   map[string]int    // unfinished jobs per share name
+	fresh  []*quotashare.Job // jobs made RUNNABLE since the last pass
+	dirty  bool              // needs a pass
+}
+
+func newQueueState(q *quotashare.Queue) *queueState {
+	return &queueState{q: q, shares: map[string]*quotashare.QuotaShare{}, live: map[string]int{}, active: map[*quotashare.Job]int{}}
+}
+
+// position finds a job's place in qs.jobs, which is in submission order.
+func (qs *queueState) position(j *quotashare.Job) int {
+	i, _ := slices.BinarySearchFunc(qs.jobs, j, func(a, b *quotashare.Job) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return i
+}
+
+type recKey struct{ kind, key string }
+
+// The record kinds.
+const (
+	kindPolicy = "policy"
+	kindEnv    = "environment"
+	kindQueue  = "queue"
+	kindShare  = "share"
+	kindJob    = "job"
+)
+
+// load reads the whole state from the records load gives into the empty maps.
+func (e *State) load(load func(fn func(quotashare.Record) error) error) error {
+	var shares []*quotashare.QuotaShare
+	var jobs []*quotashare.Job
+	// The _format record sorts before every other kind: the version is known before the
+	// first object. A store with objects and no _format record is of version 0.
+	version, first := 0, true
+	err := load(func(r quotashare.Record) error {
+		if first {
+			first = false
+			if r.Kind == kindFormat {
+				var f storedFormat
+				if err := json.Unmarshal(r.Body, &f); err != nil {
+					return fmt.Errorf("the stored format record: %w", err)
+				}
+				if f.Version > formatVersion {
+					return fmt.Errorf("the store is of format version %d, newer than this quotashare knows (%d): upgrade quotashare", f.Version, formatVersion)
+				}
+				version = f.Version
+				return nil
+			}
+		}
+		if version == 0 && r.Kind != kindJob {
+			e.oldKeys = append(e.oldKeys, recKey{r.Kind, r.Key}) // ARNs, rewritten by upgrade
+		}
+		s, j, err := e.decode(version, r)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", r.Kind, r.Key, err)
+		}
+		if s != nil {
+			shares = append(shares, s)
+		}
+		if j != nil {
+			jobs = append(jobs, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	e.version = version
+	if first {
+		e.version = -1 // empty: upgrade writes the format record
+	}
+	for _, s := range shares {
+		qs := e.queues[s.QueueARN]
+		if qs == nil {
+			return fmt.Errorf("share %s: its queue %s is missing", s.ARN, s.QueueARN)
+		}
+		qs.shares[s.Name] = s
+	}
+	slices.SortFunc(jobs, func(a, b *quotashare.Job) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	for _, j := range jobs {
+		qs := e.queues[j.QueueARN]
+		if qs == nil {
+			return fmt.Errorf("job %s: its queue %s is missing", j.ID, j.QueueARN)
+		}
+		e.jobs[j.ID] = j
+		if j.ClientToken != "" {
+			e.tokens[j.ClientToken] = j.ID
+		}
+		qs.jobs = append(qs.jobs, j)
+		if j.Current != nil {
+			qs.active[j] = len(qs.jobs) - 1
+		}
+		if !j.Status.Done() {
+			qs.live[j.Share]++
+		}
+		if j.Status == quotashare.Runnable {
+			qs.fresh = append(qs.fresh, j) // its stored reason may be stale
+		}
+		if j.CreatedAt.After(e.lastNow) {
+			e.lastNow = j.CreatedAt
+		}
+	}
+	for _, qs := range e.queues {
+		var err error
+		if qs.sched, err = e.rebuild(qs); err != nil {
+			return err
+		}
+		qs.dirty = true
+	}
+	return nil
+}
+
+// rebuild makes a scheduler for the queue from its environment, shares and unfinished
+// jobs as they are in memory: what a restart does from the store, and what Preview does
+// to try changes on a copy.
+func (e *State) rebuild(qs *queueState) (*sched.Scheduler, error) {
+	s := sched.New(e.cfg.Sched)
+	if env := e.envs[qs.q.EnvironmentARN]; env != nil {
+		if err := s.SetCapacity(env.Limits); err != nil {
+			return nil, fmt.Errorf("environment %s: %w", env.Name, err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(qs.shares)) {
+		sh := qs.shares[name]
+		if err := s.SetShare(schedShare(sh)); err != nil {
+			return nil, fmt.Errorf("share %s: %w", sh.ARN, err)
+		}
+	}
+	// Waiting jobs first, so that a stopping attempt finds the job its capacity is for.
+	for pass := 0; pass < 2; pass++ {
+		for _, j := range qs.jobs {
+			if j.Status.Done() || (pass == 0) != (j.Current == nil) {
+				continue
+			}
+			var err error
+			if j.Current == nil {
+				err = s.Submit(schedJob(j))
+				if err == nil && !j.HeldUntil.IsZero() {
+					err = s.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals)
+				}
+			} else {
+				err = s.RestoreActive(schedJob(j), sched.Active{StartedAt: j.Current.StartedAt,
+					Stopping: j.Current.Stop != "", StoppingFor: j.Current.StopFor})
+			}
+			if err != nil {
+				return nil, fmt.Errorf("job %s: %w", j.ID, err)
+			}
+		}
+	}
+	return s, nil
+}
+
+func schedShare(s *quotashare.QuotaShare) sched.Share {
+	return sched.Share{Name: s.Name, Limits: s.Limits, Strategy: s.Strategy, BorrowLimit: s.BorrowLimit,
+		InSharePreemption: s.InSharePreemption, Disabled: s.Disabled}
+}
+
+func schedJob(j *quotashare.Job) sched.Job {
+	return sched.Job{ID: j.ID, Share: j.Share, Priority: j.Priority, Need: j.Need, SubmittedAt: j.CreatedAt, RunnableSince: j.RunnableSince}
+}
+
+// now returns the clock's time, strictly after every earlier call, so that submission
+// times order jobs the way they arrived.
+func (e *State) now() time.Time {
+	t := e.clock
+	if !t.After(e.lastNow) {
+		t = e.lastNow.Add(time.Nanosecond)
+	}
+	e.lastNow = t
+	return t
+}
+
+// touch marks an object to be written in the next batch.
+func (e *State) touch(kind, key string) { e.dirty[recKey{kind, key}] = true }
+
+func (e *State) touchJob(j *quotashare.Job) { e.touch(kindJob, j.ID) }
+
+// act queues an executor call for after the next commit.
+func (e *State) act(a Action) { e.actions = append(e.actions, a) }
+
+func (e *State) sortedQueues() []*queueState {
+	qs := make([]*queueState, 0, len(e.queues))
+	for _, q := range e.queues {
+		qs = append(qs, q)
+	}
+	slices.SortFunc(qs, func(a, b *queueState) int { return cmp.Compare(a.q.Name, b.q.Name) })
+	return qs
+}
+
+// pass runs one scheduling pass for the queue and records its decisions.
+func (e *State) pass(qs *queueState, now time.Time) {
+	e.passes++
+	qs.dirty = false
+	if env := e.envs[qs.q.EnvironmentARN]; env == nil || env.Disabled {
+		for _, j := range qs.fresh {
+			if j.Status == quotashare.Runnable {
+				say(j, quotashare.ReasonEnvironmentDisabled, " - ", fmt.Sprintf("service environment %s is DISABLED: no job of queue %s is placed until it is enabled",
+					nameOf(qs.q.EnvironmentARN), qs.q.Name))
+			}
+		}
+		qs.fresh = qs.fresh[:0]
+		return
+	}
+	plan := qs.sched.Plan(now)
+	for _, st := range plan.Starts {
+		e.start(e.jobs[st.JobID], st, now)
+	}
+	for _, p := range plan.Preemptions {
+		e.preempt(e.jobs[p.JobID], p)
+	}
+	// A waiting job's reason follows from the scheduler's state, which a restart
+	// rebuilds: it is kept current in memory and written with the job's next real change,
+	// never on its own (a pass may change the numbers in a thousand reasons per share).
+	for _, w := range plan.Waiting {
+		setWaiting(e.jobs[w.JobID], w.Reason)
+	}
+	for _, j := range qs.fresh {
+		if j.Status != quotashare.Runnable {
+			continue
+		}
+		if r, ok := qs.sched.Reason(j.ID); ok {
+			setWaiting(j, r)
+		}
+	}
+	qs.fresh = qs.fresh[:0]
+}
+
+// setWaiting records why a RUNNABLE job waits: its statusReason and its reason code.
+func setWaiting(j *quotashare.Job, r sched.Reason) {
+	j.ReasonCode, j.ReasonDetail, j.StatusReason = quotashare.ReasonCode(r.Code), r.Text(), r.String()
+	if r.Code != sched.ReasonExecutorCapacity {
+		j.HeldUntil = time.Time{}
+	}
+}
+
+// heldFor is the executor's word in a capacity refusal, without AWS's code in front.
+func heldFor(reason string) string {
+	return strings.TrimPrefix(reason, string(sched.ReasonExecutorCapacity)+" - ")
+}
+
+// say sets a job's reason: its code, its detail, and the statusReason rendered from
+// them, the code and the detail joined by sep.
+func say(j *quotashare.Job, code quotashare.ReasonCode, sep, detail string) {
+	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, string(code)+sep+detail
+}
+
+// sayHolding sets the reason of a job that holds capacity and is not being stopped: its
+// code says whether the attempt borrows, and its statusReason begins with the state.
+func sayHolding(j *quotashare.Job, state, detail string) {
+	code := quotashare.ReasonOwnCapacity
+	if len(j.Current.Borrowed) > 0 {
+		code = quotashare.ReasonBorrowing
+	}
+	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, state+" - "+detail
+}
+
+// start records a decision to start a job and queues the executor's Start.
+func (e *State) start(j *quotashare.Job, st sched.Start, now time.Time) {
+	j.Seq++
+	a := &quotashare.Attempt{ID: quotashare.AttemptID(j.ID, j.Seq), ScheduledAt: now, Borrowed: st.Borrowed}
+	j.Current = a
+	qs := e.queues[j.QueueARN]
+	qs.active[j] = qs.position(j)
+	j.Status = quotashare.Scheduled
+	sayHolding(j, "SCHEDULED", "capacity assigned in share "+j.Share+borrowText(st.Borrowed))
+	j.HeldUntil = time.Time{}
+	e.touchJob(j)
+	e.cfg.Logf("start    %s (%s, share %s, priority %d)%s", j.Name, j.ID, j.Share, j.Priority, borrowText(st.Borrowed))
+	spec := e.spec(j)
+	e.act(Action{Start: &spec})
+}
+
+func borrowText(b []quotashare.Demand) string {
+	if len(b) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, d := range b {
+		parts = append(parts, d.String())
+	}
+	return " (borrowing " + strings.Join(parts, ", ") + " of other shares' idle capacity)"
+}
+
+func (e *State) spec(j *quotashare.Job) quotashare.AttemptSpec {
+	s := quotashare.AttemptSpec{JobID: j.ID, JobName: j.Name, AttemptID: j.Current.ID, Share: j.Share,
+		Payload: j.Payload, Need: j.Need, StartedAt: j.Current.StartedAt, Stopping: j.Current.Stop != ""}
+	if j.TimeoutSeconds > 0 {
+		s.Timeout = time.Duration(j.TimeoutSeconds) * time.Second
+	}
+	return s
+}
+
+// preempt records a decision to stop an attempt and queues the executor's Stop.
+func (e *State) preempt(j *quotashare.Job, p sched.Preemption) {
+	a := j.Current
+	a.Stop, a.StopReason, a.StopFor = quotashare.StopPreempted, p.Reason, p.ForJob
+	say(j, quotashare.ReasonPreempting, ": ", p.Reason)
+	e.touchJob(j)
+	e.cfg.Logf("preempt  %s (%s, share %s, rule %s): %s", j.Name, j.ID, j.Share, p.Rule, p.Reason)
+	e.act(Action{Stop: a.ID})
+}
+
+// apply applies an executor report.
+func (e *State) apply(r quotashare.Report, now time.Time) {
+	j := e.jobs[r.JobID]
+	if j == nil || j.Current == nil || j.Current.ID != r.AttemptID {
+		return // about an attempt that is over already: reports may repeat
+	}
+	a := j.Current
+	qs := e.queues[j.QueueARN]
+	at := r.At
+	if at.IsZero() {
+		at = now
+	}
+	switch r.State {
+	case quotashare.AttemptStarting:
+		if j.Status == quotashare.Scheduled || j.Status == quotashare.Starting {
+			j.Status = quotashare.Starting
+			if a.Stop == "" {
+				sayHolding(j, "STARTING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed)+": "+r.Reason)
+			}
+			e.touchJob(j)
+		}
+		return
+	case quotashare.AttemptRunning:
+		if j.Status == quotashare.Scheduled || j.Status == quotashare.Starting {
+			j.Status = quotashare.Running
+			a.StartedAt = at
+			j.CapacityRefusals = 0
+			if a.Stop == "" {
+				sayHolding(j, "RUNNING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed))
+			}
+			qs.sched.Running(j.ID, at)
+			e.touchJob(j)
+		}
+		return
+	case quotashare.AttemptExited:
+	default:
+		return
+	}
+	a.StoppedAt = at
+	a.ExitCode = r.ExitCode
+	j.Current = nil
+	delete(qs.active, j)
+	qs.dirty = true
+	e.touchJob(j)
+	if !r.Capacity {
+		// Processes that ran are gone: the executor's capacity changed, so the jobs it
+		// refused for lack of capacity are tried again now rather than after their backoff.
+		e.releaseHeld()
+	}
+	switch {
+	case a.Stop == quotashare.StopTerminated:
+		a.StatusReason = "Terminated: " + j.TerminateReason
+		j.Attempts = append(j.Attempts, *a)
+		e.finish(qs, j, quotashare.Failed, quotashare.ReasonTerminated, j.TerminateReason, now)
+	case a.Stop == quotashare.StopPreempted && r.Success && !r.Signalled:
+		// It finished on its own before the preemption reached it: the work is done.
+		a.StatusReason = r.Reason
+		j.Attempts = append(j.Attempts, *a)
+		e.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason, now)
+	case a.Stop == quotashare.StopPreempted:
+		a.StatusReason = a.StopReason
+		j.Preempted = append([]quotashare.Attempt{*a}, j.Preempted[:min(len(j.Preempted), maxPreemptedShown-1)]...)
+		j.PreemptedCount++
+		if n := j.PreemptionRetries; n != nil && j.PreemptedCount > *n {
+			e.finish(qs, j, quotashare.Failed, quotashare.ReasonPreemptionLimit, fmt.Sprintf("Preempted %d time(s), more than preemptionRetriesBeforeTermination (%d) allows: %s",
+				j.PreemptedCount, *n, a.StopReason), now)
+			return
+		}
+		e.requeue(qs, j, quotashare.ReasonRequeuedAfterPreemption, "requeued after preemption: "+a.StopReason, now)
+	case r.Success:
+		a.StatusReason = r.Reason
+		j.Attempts = append(j.Attempts, *a)
+		e.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason, now)
+	case r.Capacity:
+		e.refused(qs, j, r, now)
+	default:
+		a.StatusReason = r.Reason
+		j.Attempts = append(j.Attempts, *a)
+		if retry, why := shouldRetry(j, r); retry {
+			e.requeue(qs, j, quotashare.ReasonRetrying, fmt.Sprintf("retrying (attempt %d of %d failed: %s)", len(j.Attempts), attemptsAllowed(j), r.Reason), now)
+		} else {
+			e.finish(qs, j, quotashare.Failed, quotashare.ReasonAttemptFailed, r.Reason+why, now)
+		}
+	}
+}
+
+// maxPreemptedShown is the window of recent preempted attempts a job keeps.
+const maxPreemptedShown = 10
+
+func attemptsAllowed(j *quotashare.Job) int {
+	if j.Retry == nil || j.Retry.Attempts < 1 {
+		return 1
+	}
+	return j.Retry.Attempts
+}
+
+// shouldRetry applies retryStrategy to a failed attempt: the first evaluateOnExit rule
+// whose patterns all match decides; with none matching, the job is retried while
+// attempts remain (as AWS does for container jobs). The text says why not, when not.
+func shouldRetry(j *quotashare.Job, r quotashare.Report) (bool, string) {
+	left := attemptsAllowed(j) - len(j.Attempts)
+	code := ""
+	if r.ExitCode != nil {
+		code = strconv.Itoa(*r.ExitCode)
+	}
+	kind := string(r.Kind)
+	if j.Retry != nil {
+		for i, rule := range j.Retry.Rules {
+			if globMatch(rule.OnStatusReason, r.Reason) && globMatch(rule.OnExitCode, code) && globMatch(rule.OnReason, kind) {
+				if rule.Action == "EXIT" {
+					return false, fmt.Sprintf(" (retryStrategy: evaluateOnExit[%d] says EXIT)", i)
+				}
+				break
+			}
+		}
+	}
+	if left <= 0 {
+		return false, fmt.Sprintf(" (all %d attempt(s) of retryStrategy used)", attemptsAllowed(j))
+	}
+	return true, ""
+}
+
+// globMatch matches AWS's evaluateOnExit patterns: exact, or a prefix when the pattern
+// ends in '*'.
+func globMatch(pattern, s string) bool {
+	if pattern == "" {
+		return true
+	}
+	if p, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(s, p)
+	}
+	return pattern == s
+}
+
+func (e *State) requeue(qs *queueState, j *quotashare.Job, code quotashare.ReasonCode, detail string, now time.Time) {
+	if err := qs.sched.Stopped(j.ID, true, now); err != nil {
+		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+	}
+	j.Status = quotashare.Runnable
+	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, "RUNNABLE - "+detail
+	j.RunnableSince = now
+	qs.fresh = append(qs.fresh, j)
+	e.cfg.Logf("requeue  %s (%s, share %s): %s", j.Name, j.ID, j.Share, j.StatusReason)
+}
+
+// refused requeues a job whose attempt the executor refused for lack of capacity, without
+// using up a retry attempt, and holds it out of the scheduling passes with exponential
+// backoff: a refusal is not retried at once, which would loop Start, refuse and commit as
+// fast as the store allows. The RUNNABLE clock (head of line, jobStateTimeLimitActions)
+// goes on from when the job last became RUNNABLE: it never ran.
+func (e *State) refused(qs *queueState, j *quotashare.Job, r quotashare.Report, now time.Time) {
+	j.CapacityRefusals++
+	backoff := e.cfg.CapacityBackoffMax
+	if n := j.CapacityRefusals - 1; n < 30 {
+		backoff = min(backoff, e.cfg.CapacityBackoff<<n)
+	}
+	e.requeue(qs, j, quotashare.ReasonCode(sched.ReasonExecutorCapacity), "", j.RunnableSince) // the clock goes on
+	j.ReasonDetail = fmt.Sprintf("%s; held for %s", r.Reason, backoff)
+	j.StatusReason = j.ReasonDetail
+	j.HeldUntil, j.HeldFor = now.Add(backoff), heldFor(r.Reason)
+	if err := qs.sched.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals); err != nil {
+		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+	}
+	if rs, ok := qs.sched.Reason(j.ID); ok {
+		setWaiting(j, rs)
+	}
+}
+
+// releaseHeld ends the holds of every queue (the executor's capacity changed).
+func (e *State) releaseHeld() {
+	for _, qs := range e.queues {
+		for _, id := range qs.sched.ReleaseHeld() {
+			if j := e.jobs[id]; j != nil {
+				j.HeldUntil = time.Time{}
+				qs.fresh = append(qs.fresh, j)
+				qs.dirty = true
+			}
+		}
+	}
+}
+
+// finish ends a job whose attempt is gone (or that never had one).
+func (e *State) finish(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, code quotashare.ReasonCode, reason string, now time.Time) {
+	if err := qs.sched.Finished(j.ID); err != nil {
+		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+	}
+	e.done(qs, j, status, code, reason, now)
+}
+
+// done records a job's final state and removes a deleted share once its last job is done.
+func (e *State) done(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, code quotashare.ReasonCode, reason string, now time.Time) {
+	e.cfg.Logf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)
+	j.Status = status
+	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, reason, reason
+	j.StoppedAt = now
+	e.touchJob(j)
+	qs.live[j.Share]--
+	if s := qs.shares[j.Share]; s != nil && s.Deleting && qs.live[j.Share] == 0 {
+		e.dropShare(qs, s)
+	}
+}
+
+func (e *State) dropShare(qs *queueState, s *quotashare.QuotaShare) {
+	if err := qs.sched.RemoveShare(s.Name); err != nil {
+		e.cfg.Logf("quotashare: removing share %s: %v", s.Name, err)
+	}
+	delete(qs.shares, s.Name)
+	delete(qs.live, s.Name)
+	e.touch(kindShare, s.ARN)
+	qs.dirty = true
+}
+
+// timeLimits applies the queues' jobStateTimeLimitActions to RUNNABLE jobs. It scans a
+// queue's jobs, so it runs at most once a tick (the limits are 600 s and more).
+func (e *State) timeLimits(now time.Time) {
+	if now.Sub(e.limitsAt) < e.cfg.Tick {
+		return
+	}
+	e.limitsAt = now
+	for _, qs := range e.queues {
+		if len(qs.q.TimeLimitActions) == 0 {
+			continue
+		}
+		for _, j := range qs.jobs {
+			if j.Status != quotashare.Runnable {
+				continue
+			}
+			for _, act := range qs.q.TimeLimitActions {
+				if sched.ReasonCode(j.ReasonCode).TimeLimitReason() == act.Reason &&
+					now.Sub(j.RunnableSince) >= time.Duration(act.MaxTimeSeconds)*time.Second {
+					if err := qs.sched.Remove(j.ID); err != nil {
+						e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+					}
+					j.IsTerminated = true
+					e.done(qs, j, quotashare.Failed, quotashare.ReasonTimeLimitAction, "Terminated by JobStateTimeLimit action due to reason: "+act.Reason, now)
+					qs.dirty = true
+					break
+				}
+			}
+		}
+	}
+}
+
+func nameOf(arn string) string {
+	if i := strings.LastIndexByte(arn, '/'); i >= 0 {
+		return arn[i+1:]
+	}
+	return arn
+}

@@ -1,0 +1,292 @@
+package dispatch
+
+import (
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/control"
+	"github.com/quotashare/quotashare/internal/sched"
+)
+
+// The requests and answers of the state's commands, named here for the engine's callers.
+type (
+	JobInput          = control.JobInput
+	PolicyInput       = control.PolicyInput
+	EnvironmentInput  = control.EnvironmentInput
+	EnvOrder          = control.EnvOrder
+	QueueInput        = control.QueueInput
+	ShareInput        = control.ShareInput
+	ListFilter        = control.ListFilter
+	Snapshot          = control.Snapshot
+	FrontJob          = control.FrontJob
+	Preview           = control.Preview
+	PreviewChange     = control.PreviewChange
+	PreviewPreemption = control.PreviewPreemption
+	PreviewBorrowing  = control.PreviewBorrowing
+)
+
+// The commands and queries of control.State, each run under the engine's lock at the
+// engine's time. A command that changes the state returns once the change is durable.
+
+// Submit accepts a job (see control.State.Submit). The request is checked, its payload
+// parsed and the executor asked whether it can run it before the lock is taken.
+func (e *Engine) Submit(in JobInput) (quotashare.Job, error) {
+	need, err := control.CheckJob(in)
+	if err != nil {
+		return quotashare.Job{}, err
+	}
+	e.mu.Lock()
+	x := e.exec // set by Run, under the lock
+	e.mu.Unlock()
+	if x != nil {
+		if err := x.Check(in.Payload); err != nil {
+			return quotashare.Job{}, quotashare.Errorf(quotashare.Invalid, "%v", err)
+		}
+	}
+	var out quotashare.Job
+	err = e.run(func(s *control.State) (err error) {
+		out, err = s.Submit(in, need)
+		return err
+	})
+	return out, err
+}
+
+// Job: see control.State.Job.
+func (e *Engine) Job(ref string) (quotashare.Job, error) {
+	var r0 quotashare.Job
+	err := e.read(func(s *control.State) (err error) {
+		r0, err = s.Job(ref)
+		return err
+	})
+	return r0, err
+}
+
+// SetPriority: see control.State.SetPriority.
+func (e *Engine) SetPriority(ref string, priority int) (quotashare.Job, error) {
+	var r0 quotashare.Job
+	err := e.run(func(s *control.State) (err error) {
+		r0, err = s.SetPriority(ref, priority)
+		return err
+	})
+	return r0, err
+}
+
+// Terminate: see control.State.Terminate.
+func (e *Engine) Terminate(ref string, reason string) error {
+	return e.run(func(s *control.State) error { return s.Terminate(ref, reason) })
+}
+
+// ListJobs: see control.State.ListJobs.
+func (e *Engine) ListJobs(f ListFilter, from int, max int) ([]quotashare.Job, int, error) {
+	var r0 []quotashare.Job
+	var r1 int
+	err := e.read(func(s *control.State) (err error) {
+		r0, r1, err = s.ListJobs(f, from, max)
+		return err
+	})
+	return r0, r1, err
+}
+
+// Snapshot: see control.State.Snapshot.
+func (e *Engine) Snapshot(queue string) (Snapshot, error) {
+	var r0 Snapshot
+	err := e.read(func(s *control.State) (err error) {
+		r0, err = s.Snapshot(queue)
+		return err
+	})
+	return r0, err
+}
+
+// Usage: see control.State.Usage.
+func (e *Engine) Usage(queue string) ([]sched.ShareUsage, error) {
+	var r0 []sched.ShareUsage
+	err := e.read(func(s *control.State) (err error) {
+		r0, err = s.Usage(queue)
+		return err
+	})
+	return r0, err
+}
+
+// Tags: see control.State.Tags.
+func (e *Engine) Tags(arn string) (map[string]string, error) {
+	var r0 map[string]string
+	err := e.read(func(s *control.State) (err error) {
+		r0, err = s.Tags(arn)
+		return err
+	})
+	return r0, err
+}
+
+// Tag: see control.State.Tag.
+func (e *Engine) Tag(arn string, tags map[string]string) error {
+	return e.run(func(s *control.State) error { return s.Tag(arn, tags) })
+}
+
+// Untag: see control.State.Untag.
+func (e *Engine) Untag(arn string, keys []string) error {
+	return e.run(func(s *control.State) error { return s.Untag(arn, keys) })
+}
+
+// TrainingJobARN: see control.State.TrainingJobARN.
+func (e *Engine) TrainingJobARN(attempt string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.st.TrainingJobARN(attempt)
+}
+
+// CreatePolicy: see control.State.CreatePolicy.
+func (e *Engine) CreatePolicy(in PolicyInput) (quotashare.SchedulingPolicy, error) {
+	var r0 quotashare.SchedulingPolicy
+	err := e.run(func(s *control.State) (err error) {
+		r0, err = s.CreatePolicy(in)
+		return err
+	})
+	return r0, err
+}
+
+// UpdatePolicy: see control.State.UpdatePolicy.
+func (e *Engine) UpdatePolicy(arn string, quota bool, fair bool, idle string) error {
+	return e.run(func(s *control.State) error { return s.UpdatePolicy(arn, quota, fair, idle) })
+}
+
+// DescribePolicies: see control.State.DescribePolicies.
+func (e *Engine) DescribePolicies(arns []string) []quotashare.SchedulingPolicy {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.st.DescribePolicies(arns)
+}
+
+// PolicyARNs: see control.State.PolicyARNs.
+func (e *Engine) PolicyARNs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.st.PolicyARNs()
+}
+
+// DeletePolicy: see control.State.DeletePolicy.
+func (e *Engine) DeletePolicy(arn string) error {
+	return e.run(func(s *control.State) error { return s.DeletePolicy(arn) })
+}
+
+// CreateEnvironment: see control.State.CreateEnvironment.
+func (e *Engine) CreateEnvironment(in EnvironmentInput) (quotashare.Environment, error) {
+	var r0 quotashare.Environment
+	err := e.run(func(s *control.State) (err error) {
+		r0, err = s.CreateEnvironment(in)
+		return err
+	})
+	return r0, err
+}
+
+// UpdateEnvironment: see control.State.UpdateEnvironment.
+func (e *Engine) UpdateEnvironment(ref string, st string, limits []quotashare.Demand) (quotashare.Environment, error) {
+	var r0 quotashare.Environment
+	err := e.run(func(s *control.State) (err error) {
+		r0, err = s.UpdateEnvironment(ref, st, limits)
+		return err
+	})
+	return r0, err
+}
+
+// DescribeEnvironments: see control.State.DescribeEnvironments.
+func (e *Engine) DescribeEnvironments(refs []string) ([]quotashare.Environment, error) {
+	var r0 []quotashare.Environment
+	err := e.read(func(s *control.State) (err error) {
+		r0, err = s.DescribeEnvironments(refs)
+		return err
+	})
+	return r0, err
+}
+
+// DeleteEnvironment: see control.State.DeleteEnvironment.
+func (e *Engine) DeleteEnvironment(ref string) error {
+	return e.run(func(s *control.State) error { return s.DeleteEnvironment(ref) })
+}
+
+// CreateQueue: see control.State.CreateQueue.
+func (e *Engine) CreateQueue(in QueueInput) (quotashare.Queue, error) {
+	var r0 quotashare.Queue
+	err := e.run(func(s *control.State) (err error) {
+		r0, err = s.CreateQueue(in)
+		return err
+	})
+	return r0, err
+}
+
+// UpdateQueue: see control.State.UpdateQueue.
+func (e *Engine) UpdateQueue(ref string, in QueueInput) (quotashare.Queue, error) {
+	var r0 quotashare.Queue
+	err := e.run(func(s *control.State) (err error) {
+		r0, err = s.UpdateQueue(ref, in)
+		return err
+	})
+	return r0, err
+}
+
+// DescribeQueues: see control.State.DescribeQueues.
+func (e *Engine) DescribeQueues(refs []string) ([]quotashare.Queue, error) {
+	var r0 []quotashare.Queue
+	err := e.read(func(s *control.State) (err error) {
+		r0, err = s.DescribeQueues(refs)
+		return err
+	})
+	return r0, err
+}
+
+// DeleteQueue: see control.State.DeleteQueue.
+func (e *Engine) DeleteQueue(ref string) error {
+	return e.run(func(s *control.State) error { return s.DeleteQueue(ref) })
+}
+
+// CreateShare: see control.State.CreateShare.
+func (e *Engine) CreateShare(in ShareInput) (quotashare.QuotaShare, error) {
+	var r0 quotashare.QuotaShare
+	err := e.run(func(s *control.State) (err error) {
+		r0, err = s.CreateShare(in)
+		return err
+	})
+	return r0, err
+}
+
+// UpdateShare: see control.State.UpdateShare.
+func (e *Engine) UpdateShare(arn string, in ShareInput) (quotashare.QuotaShare, error) {
+	var r0 quotashare.QuotaShare
+	err := e.run(func(s *control.State) (err error) {
+		r0, err = s.UpdateShare(arn, in)
+		return err
+	})
+	return r0, err
+}
+
+// DescribeShare: see control.State.DescribeShare.
+func (e *Engine) DescribeShare(arn string) (quotashare.QuotaShare, error) {
+	var r0 quotashare.QuotaShare
+	err := e.read(func(s *control.State) (err error) {
+		r0, err = s.DescribeShare(arn)
+		return err
+	})
+	return r0, err
+}
+
+// ListShares: see control.State.ListShares.
+func (e *Engine) ListShares(queue string) ([]quotashare.QuotaShare, error) {
+	var r0 []quotashare.QuotaShare
+	err := e.read(func(s *control.State) (err error) {
+		r0, err = s.ListShares(queue)
+		return err
+	})
+	return r0, err
+}
+
+// DeleteShare: see control.State.DeleteShare.
+func (e *Engine) DeleteShare(arn string) error {
+	return e.run(func(s *control.State) error { return s.DeleteShare(arn) })
+}
+
+// Preview: see control.State.Preview.
+func (e *Engine) Preview(queue string, changes []PreviewChange) (Preview, error) {
+	var r0 Preview
+	err := e.read(func(s *control.State) (err error) {
+		r0, err = s.Preview(queue, changes)
+		return err
+	})
+	return r0, err
+}
