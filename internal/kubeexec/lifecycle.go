@@ -1,0 +1,425 @@
+package kubeexec
+
+// An attempt's life on the cluster: launch, the informer's view of its Pods, teardown
+// for a stop, a failure or a timeout, and the report of its end.
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/trainingjob"
+)
+
+func newRun(spec quotashare.AttemptSpec) *run {
+	hosts, types := trainingjob.Instances(spec.Need)
+	return &run{spec: spec, hosts: hosts, types: types, seen: map[string]bool{}, created: map[string]bool{}}
+}
+
+// Start creates the attempt's Service and Pods. A second Start of the same attempt does
+// nothing; one after a restart that Recover did not see adopts what exists.
+func (x *Executor) Start(spec quotashare.AttemptSpec) error {
+	x.mu.Lock()
+	if x.runs[spec.AttemptID] != nil {
+		x.mu.Unlock()
+		return nil
+	}
+	x.mu.Unlock()
+	svc, err := x.cfg.Client.CoreV1().Services(x.cfg.Namespace).Get(x.ctx, ServiceName(spec.AttemptID), metav1.GetOptions{})
+	if err == nil {
+		return x.adopt(spec, svc)
+	}
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	return x.launch(newRun(spec), nil)
+}
+
+// launch creates the Service (unless given) and whichever Pods do not exist yet.
+func (x *Executor) launch(r *run, svc *corev1.Service) error {
+	spec := r.spec
+	req, err := trainingjob.Parse(spec.Payload)
+	if err != nil {
+		return err
+	}
+	pods := make([]*corev1.Pod, len(r.hosts))
+	for i := range r.hosts {
+		if pods[i], err = x.pod(r, req, i); err != nil {
+			return err
+		}
+	}
+	services := x.cfg.Client.CoreV1().Services(x.cfg.Namespace)
+	if svc == nil {
+		svc, err = services.Create(x.ctx, x.service(r), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			svc, err = services.Get(x.ctx, ServiceName(spec.AttemptID), metav1.GetOptions{})
+		}
+		if err != nil {
+			if capacityError(err) {
+				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
+					Kind: quotashare.ExitCapacity, Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the cluster refused the attempt's Service: " + err.Error()})
+				return nil
+			}
+			return fmt.Errorf("creating Service %s: %w", ServiceName(spec.AttemptID), err)
+		}
+	}
+	x.mu.Lock()
+	x.runs[spec.AttemptID] = r
+	x.mu.Unlock()
+	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID}
+	for i, p := range pods {
+		if _, err := x.pods.Pods(x.cfg.Namespace).Get(p.Name); err == nil {
+			continue
+		}
+		p.OwnerReferences = []metav1.OwnerReference{owner}
+		_, err := x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).Create(x.ctx, p, metav1.CreateOptions{})
+		if err == nil {
+			x.mu.Lock()
+			r.created[r.hosts[i]] = true // the informer may show it a little later
+			x.mu.Unlock()
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			capacity := capacityError(err)
+			why := fmt.Sprintf("CannotStart: creating Pod %s for %s: %v", p.Name, r.hosts[i], err)
+			if capacity {
+				why = fmt.Sprintf("CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the cluster refused Pod %s: %v", p.Name, err)
+			}
+			x.fail(r, why, nil, capacity)
+			return nil
+		}
+	}
+	if err := x.annotate(svc.Name, AnnotationLaunched, "true"); err != nil {
+		x.fail(r, "CannotStart: marking Service "+svc.Name+" launched: "+err.Error(), nil, false)
+		return nil
+	}
+	x.mu.Lock()
+	r.launched = true
+	x.arm(r)
+	reps := x.sync(r)
+	x.mu.Unlock()
+	x.send(reps)
+	return nil
+}
+
+// capacityError says whether the cluster refused an object for lack of quota: the job is
+// requeued without using up a retry.
+func capacityError(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
+}
+
+// annotate sets one annotation on an attempt's Service.
+func (x *Executor) annotate(service, key, value string) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	_, err := x.cfg.Client.CoreV1().Services(x.cfg.Namespace).Patch(x.ctx, service, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// onPod is the informer's handler: it re-reads the attempt the Pod belongs to.
+func (x *Executor) onPod(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	x.mu.Lock()
+	r := x.runs[p.Labels[LabelAttempt]]
+	var reps []quotashare.Report
+	if r != nil {
+		reps = x.sync(r)
+	}
+	x.mu.Unlock()
+	x.send(reps)
+}
+
+func (x *Executor) send(reps []quotashare.Report) {
+	for _, r := range reps {
+		x.report(r)
+	}
+}
+
+// attemptPods returns the attempt's Pods by host, from the informer's cache.
+func (x *Executor) attemptPods(attemptID string) map[string]*corev1.Pod {
+	list, _ := x.pods.Pods(x.cfg.Namespace).List(x.selector(LabelAttempt, attemptID))
+	out := map[string]*corev1.Pod{}
+	for _, p := range list {
+		out[p.Labels[LabelHost]] = p
+	}
+	return out
+}
+
+// sync reads the attempt's Pods and says what happened. Call it with x.mu held; it
+// returns the reports to send once the lock is released.
+func (x *Executor) sync(r *run) []quotashare.Report {
+	if x.runs[r.spec.AttemptID] != r {
+		return nil
+	}
+	pods := x.attemptPods(r.spec.AttemptID)
+	for h := range pods {
+		r.seen[h] = true
+	}
+	if r.ending {
+		if len(pods) > 0 {
+			return nil
+		}
+		return []quotashare.Report{x.end(r)}
+	}
+	now := x.cfg.Now()
+	var failure, waiting, unschedWhy string
+	var code *int
+	running, succeeded, unsched := 0, 0, false
+	for _, h := range r.hosts {
+		p := pods[h]
+		switch {
+		case p == nil:
+			// Gone once shown, or never shown in a launched attempt this executor did not
+			// just create (adopted after a restart: the informer had synced).
+			if r.seen[h] || r.launched && !r.created[h] {
+				failure = fmt.Sprintf("PodDeleted: %s's Pod %s was deleted by someone other than quotashare", h, PodName(r.spec.AttemptID, h))
+			} else if waiting == "" {
+				waiting = "creating the Pods"
+			}
+		case p.DeletionTimestamp != nil:
+			failure = fmt.Sprintf("Evicted: %s's Pod %s is being deleted by the cluster%s", h, p.Name, disruption(p))
+		case p.Status.Phase == corev1.PodFailed:
+			failure, code = podFailure(h, p)
+		case p.Status.Phase == corev1.PodSucceeded:
+			succeeded++
+		case p.Status.Phase == corev1.PodRunning:
+			running++
+		default:
+			w, f, u := pending(h, p)
+			if f != "" {
+				failure = f
+			}
+			if u && !unsched {
+				unsched, unschedWhy = true, w
+			}
+			if waiting == "" {
+				waiting = w
+			}
+		}
+		if failure != "" {
+			break
+		}
+	}
+	if failure == "" && unsched {
+		if r.unsched.IsZero() {
+			r.unsched = now
+		}
+		if left := r.unsched.Add(x.cfg.UnschedulableTimeout).Sub(now); left <= 0 {
+			failure = fmt.Sprintf("Unschedulable: no node took the attempt's Pods for %s: %s", x.cfg.UnschedulableTimeout, unschedWhy)
+		} else if r.recheck == nil {
+			r.recheck = time.AfterFunc(left, func() {
+				x.mu.Lock()
+				r.recheck = nil
+				reps := x.sync(r)
+				x.mu.Unlock()
+				x.send(reps)
+			})
+		}
+	} else if !unsched {
+		r.unsched = time.Time{}
+	}
+	switch {
+	case failure != "":
+		return x.failLocked(r, failure, code, false)
+	case succeeded == len(r.hosts):
+		return []quotashare.Report{x.end(r)}
+	case running+succeeded == len(r.hosts):
+		if !r.running {
+			r.running = true
+			return []quotashare.Report{{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptRunning}}
+		}
+	default:
+		why := fmt.Sprintf("%d of %d Pod(s) running; %s", running+succeeded, len(r.hosts), waiting)
+		if why != r.starting && !r.running {
+			r.starting = why
+			return []quotashare.Report{{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptStarting, Reason: why}}
+		}
+	}
+	return nil
+}
+
+// fail ends the attempt for a reason of the executor's.
+func (x *Executor) fail(r *run, why string, code *int, capacity bool) {
+	x.mu.Lock()
+	reps := x.failLocked(r, why, code, capacity)
+	x.mu.Unlock()
+	x.send(reps)
+}
+
+func (x *Executor) failLocked(r *run, why string, code *int, capacity bool) []quotashare.Report {
+	if r.ending {
+		return nil
+	}
+	r.failure, r.exitCode, r.capacity = why, code, capacity
+	return x.teardown(r)
+}
+
+// teardown deletes the attempt's Pods with the grace period; the attempt ends once they
+// are gone. Call with x.mu held.
+func (x *Executor) teardown(r *run) []quotashare.Report {
+	r.ending = true
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	pods := x.attemptPods(r.spec.AttemptID)
+	if len(pods) == 0 {
+		return []quotashare.Report{x.end(r)}
+	}
+	names := slices.Sorted(maps.Keys(pods))
+	ending := r.failure
+	if r.stopping {
+		ending = "stopped by quotashare"
+	}
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		// The reason goes on the Service first, so that a restart goes on ending it.
+		x.retry(func() error {
+			err := x.annotate(ServiceName(r.spec.AttemptID), AnnotationEnding, ending)
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
+		x.saveLogs(r.spec.AttemptID, pods)
+		grace := int64(x.cfg.Grace / time.Second)
+		for _, h := range names {
+			x.retry(func() error {
+				err := x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).Delete(x.ctx, pods[h].Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				return err
+			})
+		}
+	}()
+	return nil
+}
+
+// retry calls f until it succeeds or the executor closes.
+func (x *Executor) retry(f func() error) {
+	for d := 100 * time.Millisecond; ; d = min(2*d, 10*time.Second) {
+		err := f()
+		if err == nil {
+			return
+		}
+		select {
+		case <-x.ctx.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+}
+
+// end reports the attempt over and schedules the clean-up of its objects. Call with
+// x.mu held.
+func (x *Executor) end(r *run) quotashare.Report {
+	delete(x.runs, r.spec.AttemptID)
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	if r.recheck != nil {
+		r.recheck.Stop()
+	}
+	rep := quotashare.Report{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptExited, Signalled: r.signalled, ExitCode: r.exitCode}
+	switch {
+	case r.failure != "":
+		rep.Capacity = r.capacity
+		rep.Kind, rep.Reason = failureKind(r.failure), r.failure
+	case r.stopping:
+		rep.Kind, rep.Reason = quotashare.ExitStopped, "Stopped: the attempt's Pods were deleted"
+		if !r.signalled {
+			rep.Success, rep.Kind, rep.Reason = true, quotashare.ExitCompleted, fmt.Sprintf("Completed: all %d Pod(s) succeeded", len(r.hosts))
+		}
+	default:
+		rep.Success, rep.Kind, rep.Reason = true, quotashare.ExitCompleted, fmt.Sprintf("Completed: all %d Pod(s) succeeded", len(r.hosts))
+	}
+	id := r.spec.AttemptID
+	pods := x.attemptPods(id)
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		x.saveLogs(id, pods)
+		wait := x.cfg.Retain
+		if len(pods) == 0 {
+			wait = 0 // nothing left to read: only the Service
+		}
+		select {
+		case <-x.ctx.Done():
+			return // the next Recover cleans it up
+		case <-time.After(wait):
+		}
+		x.remove(id)
+	}()
+	return rep
+}
+
+// remove deletes an attempt's Service and, by ownership, whatever Pods are left.
+func (x *Executor) remove(attemptID string) {
+	bg := metav1.DeletePropagationBackground
+	grace := int64(x.cfg.Grace / time.Second)
+	for _, p := range x.attemptPods(attemptID) {
+		x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).Delete(x.ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	}
+	x.cfg.Client.CoreV1().Services(x.cfg.Namespace).Delete(x.ctx, ServiceName(attemptID), metav1.DeleteOptions{PropagationPolicy: &bg})
+}
+
+// arm starts the attempt's run-time limit. Call with x.mu held.
+func (x *Executor) arm(r *run) {
+	left, ok := trainingjob.TimeLeft(r.spec, x.cfg.Now())
+	if !ok || r.timer != nil {
+		return
+	}
+	d, what := trainingjob.Limit(r.spec)
+	r.timer = time.AfterFunc(left, func() {
+		x.mu.Lock()
+		var reps []quotashare.Report
+		if x.runs[r.spec.AttemptID] == r && !r.ending {
+			r.signalled = true
+			reps = x.failLocked(r, fmt.Sprintf("Timeout: the attempt ran longer than its limit of %s (%s) and was stopped", d, what), nil, false)
+		}
+		x.mu.Unlock()
+		x.send(reps)
+	})
+}
+
+// Stop deletes the attempt's Pods with the grace period. Capacity stays held until
+// they are gone.
+func (x *Executor) Stop(attemptID string) error {
+	x.mu.Lock()
+	r := x.runs[attemptID]
+	if r == nil || r.ending {
+		x.mu.Unlock()
+		return nil
+	}
+	r.stopping = true
+	r.signalled = !x.allSucceeded(r)
+	reps := x.teardown(r)
+	x.mu.Unlock()
+	x.send(reps)
+	return nil
+}
+
+func (x *Executor) allSucceeded(r *run) bool {
+	pods := x.attemptPods(r.spec.AttemptID)
+	for _, h := range r.hosts {
+		if p := pods[h]; p == nil || p.Status.Phase != corev1.PodSucceeded {
+			return false
+		}
+	}
+	return true
+}
