@@ -5,8 +5,10 @@ import "time"
 // AttemptSpec is what an executor needs to run one attempt of a job.
 type AttemptSpec struct {
 	JobID, JobName, AttemptID, Share string
-	// Payload is the job's SageMaker CreateTrainingJob request (JSON), as submitted.
+	// Payload is the job's SageMaker CreateTrainingJob request (JSON), as submitted, and
+	// Request the same parsed.
 	Payload string
+	Request *TrainingRequest
 	Need    []Demand
 	// Timeout bounds the attempt's run time (timeoutConfig and MaxRuntimeInSeconds, the
 	// smaller); zero means none.
@@ -59,9 +61,9 @@ type Report struct {
 // method is idempotent for the same attempt id, so the server may repeat a call after a
 // restart. Reports go to the callback the executor was built with, from any goroutine.
 type Executor interface {
-	// Check says whether the executor can run the payload; the server calls it at submit
+	// Check says whether the executor can run the request; the server calls it at submit
 	// and refuses the job with the error (a ClientException naming the field).
-	Check(payload string) error
+	Check(req *TrainingRequest) error
 	// Start launches the attempt's processes.
 	Start(a AttemptSpec) error
 	// Stop asks the attempt's processes to stop: SIGTERM, then SIGKILL after the grace

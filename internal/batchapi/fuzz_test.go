@@ -14,11 +14,11 @@ import (
 
 type noExec struct{}
 
-func (noExec) Check(string) error                     { return nil }
-func (noExec) Start(quotashare.AttemptSpec) error     { return nil }
-func (noExec) Stop(string) error                      { return nil }
-func (noExec) Recover([]quotashare.AttemptSpec) error { return nil }
-func (noExec) Close() error                           { return nil }
+func (noExec) Check(*quotashare.TrainingRequest) error { return nil }
+func (noExec) Start(quotashare.AttemptSpec) error      { return nil }
+func (noExec) Stop(string) error                       { return nil }
+func (noExec) Recover([]quotashare.AttemptSpec) error  { return nil }
+func (noExec) Close() error                            { return nil }
 
 // FuzzRequest sends any body to any operation: the answer is 200 or a 400
 // ClientException with a message, always JSON; never a ServerException or a panic.

@@ -54,7 +54,7 @@ func payloadFor(n int) string {
 // submitTo submits a job of n instances to share, as dispatch does (CheckJob first).
 func submitTo(s *State, name, share string, n, prio int) (quotashare.Job, error) {
 	in := JobInput{Name: name, Queue: "q", Type: "SAGEMAKER_TRAINING", Share: share, Payload: payloadFor(n), Priority: &prio}
-	need, err := CheckJob(in)
+	need, _, err := CheckJob(in)
 	if err != nil {
 		return quotashare.Job{}, err
 	}

@@ -25,69 +25,69 @@ type JobInput struct {
 	ClientToken                                        string
 }
 
-// CheckJob checks a SubmitServiceJob request on its own (the payload parsed, the
-// capacity it needs computed), before it meets the state; errors name the field.
-func CheckJob(in JobInput) ([]quotashare.Demand, error) {
+// CheckJob checks a SubmitServiceJob request on its own, before it meets the state, and
+// returns the capacity it needs and its payload parsed; errors name the field.
+func CheckJob(in JobInput) ([]quotashare.Demand, *quotashare.TrainingRequest, error) {
 	if err := checkName("jobName", in.Name); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if in.Type != "SAGEMAKER_TRAINING" {
-		return nil, invalid("serviceJobType: %q must be SAGEMAKER_TRAINING", in.Type)
+		return nil, nil, invalid("serviceJobType: %q must be SAGEMAKER_TRAINING", in.Type)
 	}
 	if in.ShareIdentifier != "" {
-		return nil, invalid("shareIdentifier: is for fair-share queues; a quota-management queue takes quotaShareName")
+		return nil, nil, invalid("shareIdentifier: is for fair-share queues; a quota-management queue takes quotaShareName")
 	}
 	if in.Share == "" {
-		return nil, invalid("quotaShareName: is required on a quota-management queue")
+		return nil, nil, invalid("quotaShareName: is required on a quota-management queue")
 	}
 	if in.Priority != nil {
 		if err := sched.CheckPriority(*in.Priority); err != nil {
-			return nil, invalid("%v", err)
+			return nil, nil, invalid("%v", err)
 		}
 	}
 	if p := in.PreemptionRetries; p != nil && *p < 0 {
-		return nil, invalid("preemptionConfiguration.preemptionRetriesBeforeTermination: %d must be 0 or more", *p)
+		return nil, nil, invalid("preemptionConfiguration.preemptionRetriesBeforeTermination: %d must be 0 or more", *p)
 	}
 	if r := in.Retry; r != nil {
 		if r.Attempts < 1 || r.Attempts > 10 {
-			return nil, invalid("retryStrategy.attempts: %d must be from 1 to 10", r.Attempts)
+			return nil, nil, invalid("retryStrategy.attempts: %d must be from 1 to 10", r.Attempts)
 		}
 		if len(r.Rules) > 5 {
-			return nil, invalid("retryStrategy.evaluateOnExit: %d rules is more than the 5 allowed", len(r.Rules))
+			return nil, nil, invalid("retryStrategy.evaluateOnExit: %d rules is more than the 5 allowed", len(r.Rules))
 		}
 		for i, rule := range r.Rules {
 			if rule.Action != "RETRY" && rule.Action != "EXIT" {
-				return nil, invalid("retryStrategy.evaluateOnExit[%d].action: %q must be RETRY or EXIT", i, rule.Action)
+				return nil, nil, invalid("retryStrategy.evaluateOnExit[%d].action: %q must be RETRY or EXIT", i, rule.Action)
 			}
 			if rule.OnStatusReason == "" && rule.OnExitCode == "" && rule.OnReason == "" {
-				return nil, invalid("retryStrategy.evaluateOnExit[%d]: give onStatusReason (or onExitCode, onReason) to match", i)
+				return nil, nil, invalid("retryStrategy.evaluateOnExit[%d]: give onStatusReason (or onExitCode, onReason) to match", i)
 			}
 			if len(rule.OnStatusReason) > 512 || len(rule.OnReason) > 512 || len(rule.OnExitCode) > 512 {
-				return nil, invalid("retryStrategy.evaluateOnExit[%d]: each pattern is at most 512 characters", i)
+				return nil, nil, invalid("retryStrategy.evaluateOnExit[%d]: each pattern is at most 512 characters", i)
 			}
 		}
 	}
 	if t := in.TimeoutSeconds; t != nil && *t < 1 {
-		return nil, invalid("timeoutConfig.attemptDurationSeconds: %d must be at least 1", *t)
+		return nil, nil, invalid("timeoutConfig.attemptDurationSeconds: %d must be at least 1", *t)
 	}
 	if len(in.ClientToken) > 64 {
-		return nil, invalid("clientToken: must be at most 64 characters")
+		return nil, nil, invalid("clientToken: must be at most 64 characters")
 	}
 	if err := CheckTags("tags", in.Tags); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req, err := trainingjob.Parse(in.Payload)
 	if err != nil {
-		return nil, invalid("%v", err)
+		return nil, nil, invalid("%v", err)
 	}
-	need, err := req.Need()
+	need, err := trainingjob.Need(req)
 	if err != nil {
-		return nil, invalid("%v", err)
+		return nil, nil, invalid("%v", err)
 	}
 	if err := sched.CheckNeed(need); err != nil {
-		return nil, invalid("serviceRequestPayload.ResourceConfig: %v", err)
+		return nil, nil, invalid("serviceRequestPayload.ResourceConfig: %v", err)
 	}
-	return need, nil
+	return need, req, nil
 }
 
 // Submit accepts a job. A clientToken seen before with the same request returns the job

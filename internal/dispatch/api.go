@@ -29,7 +29,7 @@ type (
 // Submit accepts a job (see control.State.Submit). The request is checked, its payload
 // parsed and the executor asked whether it can run it before the lock is taken.
 func (e *Engine) Submit(in JobInput) (quotashare.Job, error) {
-	need, err := control.CheckJob(in)
+	need, req, err := control.CheckJob(in)
 	if err != nil {
 		return quotashare.Job{}, err
 	}
@@ -37,7 +37,7 @@ func (e *Engine) Submit(in JobInput) (quotashare.Job, error) {
 	x := e.exec // set by Run, under the lock
 	e.mu.Unlock()
 	if x != nil {
-		if err := x.Check(in.Payload); err != nil {
+		if err := x.Check(req); err != nil {
 			return quotashare.Job{}, quotashare.Errorf(quotashare.Invalid, "%v", err)
 		}
 	}

@@ -21,10 +21,10 @@ type refuser struct {
 	specs  map[string]quotashare.AttemptSpec
 }
 
-func (x *refuser) Check(string) error                     { return nil }
-func (x *refuser) Stop(string) error                      { return nil }
-func (x *refuser) Recover([]quotashare.AttemptSpec) error { return nil }
-func (x *refuser) Close() error                           { return nil }
+func (x *refuser) Check(*quotashare.TrainingRequest) error { return nil }
+func (x *refuser) Stop(string) error                       { return nil }
+func (x *refuser) Recover([]quotashare.AttemptSpec) error  { return nil }
+func (x *refuser) Close() error                            { return nil }
 func (x *refuser) Start(a quotashare.AttemptSpec) error {
 	x.mu.Lock()
 	x.starts[a.JobName]++

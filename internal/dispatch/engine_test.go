@@ -13,11 +13,11 @@ import (
 // idle is an executor that starts nothing and never reports.
 type idle struct{}
 
-func (idle) Check(string) error                     { return nil }
-func (idle) Start(quotashare.AttemptSpec) error     { return nil }
-func (idle) Stop(string) error                      { return nil }
-func (idle) Recover([]quotashare.AttemptSpec) error { return nil }
-func (idle) Close() error                           { return nil }
+func (idle) Check(*quotashare.TrainingRequest) error { return nil }
+func (idle) Start(quotashare.AttemptSpec) error      { return nil }
+func (idle) Stop(string) error                       { return nil }
+func (idle) Recover([]quotashare.AttemptSpec) error  { return nil }
+func (idle) Close() error                            { return nil }
 
 // setupQueue makes policy p, environment e with n ml.g5.xlarge, queue q with the given
 // time-limit actions, and LEND share a with a limit of n.

@@ -19,7 +19,7 @@ type recorder struct {
 	recovers [][]string
 }
 
-func (x *recorder) Check(string) error { return nil }
+func (x *recorder) Check(*quotashare.TrainingRequest) error { return nil }
 func (x *recorder) Start(a quotashare.AttemptSpec) error {
 	x.mu.Lock()
 	x.starts = append(x.starts, a)

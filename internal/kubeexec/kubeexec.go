@@ -213,16 +213,12 @@ func (x *Executor) size(instanceType string) (InstanceType, error) {
 	return it, nil
 }
 
-// Check says whether this executor can run the payload.
-func (x *Executor) Check(payload string) error {
-	req, err := trainingjob.Parse(payload)
-	if err != nil {
-		return err
-	}
+// Check says whether this executor can run the request.
+func (x *Executor) Check(req *quotashare.TrainingRequest) error {
 	if req.AlgorithmSpecification.TrainingImage == "" {
 		return fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.TrainingImage: is required by the Kubernetes executor, which runs it as the Pods' container image")
 	}
-	need, err := req.Need()
+	need, err := trainingjob.Need(req)
 	if err != nil {
 		return err
 	}

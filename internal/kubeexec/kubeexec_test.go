@@ -120,7 +120,13 @@ func payload(image, instanceType string, count int, envs map[string]string) stri
 
 func spec(job string, n int, payload string, count int, instanceType string) quotashare.AttemptSpec {
 	return quotashare.AttemptSpec{JobID: job, JobName: "job-" + job, AttemptID: quotashare.AttemptID(job, n), Share: "research",
-		Payload: payload, Need: []quotashare.Demand{{InstanceType: instanceType, Count: count}}}
+		Payload: payload, Request: parsed(payload), Need: []quotashare.Demand{{InstanceType: instanceType, Count: count}}}
+}
+
+// parsed is the payload as the server parses it (nil if it does not parse).
+func parsed(pl string) *quotashare.TrainingRequest {
+	req, _ := trainingjob.Parse(pl)
+	return req
 }
 
 func (e *env) pods(t *testing.T, attempt string) []corev1.Pod {
@@ -143,7 +149,7 @@ func TestPodsOfAnAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := spec("job1", 1, payload("trainer:1", "ml.g5.12xlarge", 2, map[string]string{"KWOK_RUN": "2s", "MY_VAR": "x"}), 2, "ml.g5.12xlarge")
-	if err := x.Check(s.Payload); err != nil {
+	if err := x.Check(s.Request); err != nil {
 		t.Fatal(err)
 	}
 	if err := x.Start(s); err != nil {
@@ -288,6 +294,7 @@ func TestFailures(t *testing.T) {
 	evict := g5("evict", map[string]string{"KWOK_RUN": "1h"})
 	timeout := g5("timeout", map[string]string{"KWOK_RUN": "1h"})
 	timeout.Payload = strings.Replace(timeout.Payload, `"HyperParameters"`, `"StoppingCondition":{"MaxRuntimeInSeconds":2},"HyperParameters"`, 1)
+	timeout.Request = parsed(timeout.Payload)
 	for _, s := range []quotashare.AttemptSpec{exitFail, pull, big, evict, timeout} {
 		if err := x.Start(s); err != nil {
 			t.Fatal(err)
@@ -336,7 +343,10 @@ func TestCheck(t *testing.T) {
 		{payload("img", "ml.custom", 2, nil), ""},
 		{payload("img", "ml.p5.48xlarge", 2, nil), ""},
 	} {
-		err := x.Check(c.payload)
+		req, err := trainingjob.Parse(c.payload)
+		if err == nil {
+			err = x.Check(req)
+		}
 		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.HasPrefix(err.Error(), c.err)) {
 			t.Errorf("Check(%s) = %v, want %q", c.payload, err, c.err)
 		}

@@ -5,6 +5,7 @@ package kubeexec
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -48,10 +49,11 @@ func (x *Executor) Start(spec quotashare.AttemptSpec) error {
 // launch creates the Service (unless given) and whichever Pods do not exist yet.
 func (x *Executor) launch(r *run, svc *corev1.Service) error {
 	spec := r.spec
-	req, err := trainingjob.Parse(spec.Payload)
-	if err != nil {
-		return err
+	req := spec.Request
+	if req == nil {
+		return errors.New("serviceRequestPayload: the attempt carries no parsed request")
 	}
+	var err error
 	pods := make([]*corev1.Pod, len(r.hosts))
 	for i := range r.hosts {
 		if pods[i], err = x.pod(r, req, i); err != nil {

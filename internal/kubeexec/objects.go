@@ -73,7 +73,7 @@ func (x *Executor) pod(r *run, req *trainingjob.Request, i int) (*corev1.Pod, er
 	for k, h := range r.hosts {
 		names[k] = dnsName(r.spec.AttemptID, h)
 	}
-	env := req.Env(names[i], names, typ, trainingjob.Paths{Model: "/opt/ml/model", OutputData: "/opt/ml/output/data",
+	env := trainingjob.Env(req, names[i], names, typ, trainingjob.Paths{Model: "/opt/ml/model", OutputData: "/opt/ml/output/data",
 		Channel: func(trainingjob.Channel) string { return "" }})
 	env["SM_NUM_GPUS"] = strconv.Itoa(*it.GPUs)
 	env["QUOTASHARE_JOB_ID"] = r.spec.JobID

@@ -56,7 +56,7 @@ func TestPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	need, err := req.Need()
+	need, err := trainingjob.Need(req)
 	if err != nil {
 		t.Fatal(err)
 	}

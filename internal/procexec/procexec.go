@@ -118,16 +118,12 @@ func (x *Executor) GPUsFor(instanceType string) int {
 	return trainingjob.InstanceTypes[instanceType].GPUs
 }
 
-// Check says whether this executor can run the payload.
-func (x *Executor) Check(payload string) error {
-	req, err := trainingjob.Parse(payload)
-	if err != nil {
-		return err
-	}
+// Check says whether this executor can run the request.
+func (x *Executor) Check(req *quotashare.TrainingRequest) error {
 	if len(req.AlgorithmSpecification.ContainerEntrypoint) == 0 {
 		return fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint: is required by the local executor, which runs ContainerEntrypoint + ContainerArguments as a process on this host")
 	}
-	need, err := req.Need()
+	need, err := trainingjob.Need(req)
 	if err != nil {
 		return err
 	}
@@ -174,9 +170,9 @@ func (x *Executor) Start(spec quotashare.AttemptSpec) error {
 
 // launch starts the processes. Call with x.mu held.
 func (x *Executor) launch(r *run) error {
-	req, err := trainingjob.Parse(r.spec.Payload)
-	if err != nil {
-		return x.failLaunch(r, err)
+	req := r.spec.Request
+	if req == nil {
+		return x.failLaunch(r, errors.New("serviceRequestPayload: the attempt carries no parsed request"))
 	}
 	hosts, types := trainingjob.Instances(r.spec.Need)
 	// GPUs first: an attempt that cannot have its GPUs does not start at all.
@@ -299,7 +295,7 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 			env[k] = v
 		}
 	}
-	maps.Copy(env, req.Env(is.Host, hosts, is.Type, trainingjob.Paths{
+	maps.Copy(env, trainingjob.Env(req, is.Host, hosts, is.Type, trainingjob.Paths{
 		Model: filepath.Join(idir, "model"), OutputData: filepath.Join(idir, "output", "data"), Channel: trainingjob.Channel.LocalPath}))
 	env["SM_NUM_GPUS"] = strconv.Itoa(len(is.GPUs))
 	if len(x.cfg.GPUs) > 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
 // reports collects an executor's reports.
@@ -72,7 +73,13 @@ func spec(id, pl string, need ...quotashare.Demand) quotashare.AttemptSpec {
 	if len(need) == 0 {
 		need = []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}
 	}
-	return quotashare.AttemptSpec{JobID: "job-" + id, AttemptID: id, Payload: pl, Need: need}
+	return quotashare.AttemptSpec{JobID: "job-" + id, AttemptID: id, Payload: pl, Request: parsed(pl), Need: need}
+}
+
+// parsed is the payload as the server parses it for an attempt (nil if it does not parse).
+func parsed(pl string) *quotashare.TrainingRequest {
+	req, _ := trainingjob.Parse(pl)
+	return req
 }
 
 func readFile(t *testing.T, path string) string {
@@ -153,7 +160,7 @@ func TestGPUsNotShared(t *testing.T) {
 	if rep := ch.next(t, quotashare.AttemptExited); !rep.Success {
 		t.Errorf("after the GPUs were freed: %+v", rep)
 	}
-	if err := x.Check(payload(t, "true", map[string]any{"ResourceConfig": map[string]any{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1}})); err == nil ||
+	if err := x.Check(parsed(payload(t, "true", map[string]any{"ResourceConfig": map[string]any{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1}}))); err == nil ||
 		!strings.Contains(err.Error(), "needs 8 GPUs and this host has 2") {
 		t.Errorf("Check of an 8-GPU type on a 2-GPU host = %v", err)
 	}

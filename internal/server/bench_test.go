@@ -24,7 +24,7 @@ import (
 // below measure the API, the store and the scheduler, not process launches.
 type instantExecutor struct{ report func(quotashare.Report) }
 
-func (x instantExecutor) Check(string) error { return nil }
+func (x instantExecutor) Check(*quotashare.TrainingRequest) error { return nil }
 func (x instantExecutor) Start(a quotashare.AttemptSpec) error {
 	go x.report(quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptExited, Success: true, Reason: "Completed"})
 	return nil

@@ -17,62 +17,11 @@ import (
 // MaxPayload is AWS's limit on serviceRequestPayload: 10 KiB.
 const MaxPayload = 10 * 1024
 
-// Request is the part of a CreateTrainingJob request that quotashare reads. The payload
-// is otherwise opaque: it is stored and echoed verbatim.
-type Request struct {
-	TrainingJobName        string `json:"TrainingJobName"`
-	AlgorithmSpecification struct {
-		TrainingImage       string   `json:"TrainingImage"`
-		ContainerEntrypoint []string `json:"ContainerEntrypoint"`
-		ContainerArguments  []string `json:"ContainerArguments"`
-	} `json:"AlgorithmSpecification"`
-	ResourceConfig *struct {
-		InstanceType   string `json:"InstanceType"`
-		InstanceCount  int    `json:"InstanceCount"`
-		InstanceGroups []struct {
-			InstanceType      string `json:"InstanceType"`
-			InstanceCount     int    `json:"InstanceCount"`
-			InstanceGroupName string `json:"InstanceGroupName"`
-		} `json:"InstanceGroups"`
-	} `json:"ResourceConfig"`
-	StoppingCondition struct {
-		MaxRuntimeInSeconds int `json:"MaxRuntimeInSeconds"`
-	} `json:"StoppingCondition"`
-	Environment     map[string]string `json:"Environment"`
-	HyperParameters map[string]string `json:"HyperParameters"`
-	InputDataConfig []Channel         `json:"InputDataConfig"`
-}
+// Request is the parsed payload: the root's TrainingRequest, decoded by Parse.
+type Request = quotashare.TrainingRequest
 
 // Channel is one InputDataConfig channel.
-type Channel struct {
-	ChannelName string `json:"ChannelName"`
-	DataSource  struct {
-		S3DataSource *struct {
-			S3Uri string `json:"S3Uri"`
-		} `json:"S3DataSource"`
-		FileSystemDataSource *struct {
-			DirectoryPath string `json:"DirectoryPath"`
-		} `json:"FileSystemDataSource"`
-	} `json:"DataSource"`
-}
-
-// LocalPath is the channel's data as a path on this host: a FileSystemDataSource
-// directory, or an S3Uri of the form file:///path or /path. Empty when the channel names
-// remote data.
-func (c Channel) LocalPath() string {
-	if fs := c.DataSource.FileSystemDataSource; fs != nil && strings.HasPrefix(fs.DirectoryPath, "/") {
-		return fs.DirectoryPath
-	}
-	if s3 := c.DataSource.S3DataSource; s3 != nil {
-		if p, ok := strings.CutPrefix(s3.S3Uri, "file://"); ok {
-			return p
-		}
-		if strings.HasPrefix(s3.S3Uri, "/") {
-			return s3.S3Uri
-		}
-	}
-	return ""
-}
+type Channel = quotashare.TrainingChannel
 
 // Parse decodes a payload. Errors name the field and the rule.
 func Parse(payload string) (*Request, error) {
@@ -92,7 +41,7 @@ func Parse(payload string) (*Request, error) {
 
 // Need is the capacity the request asks for: ResourceConfig's InstanceCount of
 // InstanceType, or its InstanceGroups summed per type, sorted by type.
-func (r *Request) Need() ([]quotashare.Demand, error) {
+func Need(r *Request) ([]quotashare.Demand, error) {
 	rc := r.ResourceConfig
 	if rc == nil {
 		return nil, fmt.Errorf("serviceRequestPayload.ResourceConfig: is required: it says which instance type and how many instances the job needs")
@@ -141,7 +90,7 @@ func Instances(need []quotashare.Demand) (hosts, types []string) {
 // StoppingCondition.MaxRuntimeInSeconds, and which of them it is; zero means none.
 func Limit(spec quotashare.AttemptSpec) (time.Duration, string) {
 	d, what := spec.Timeout, "timeoutConfig.attemptDurationSeconds"
-	if req, err := Parse(spec.Payload); err == nil {
+	if req := spec.Request; req != nil {
 		if m := time.Duration(req.StoppingCondition.MaxRuntimeInSeconds) * time.Second; m > 0 && (d <= 0 || m < d) {
 			d, what = m, "StoppingCondition.MaxRuntimeInSeconds"
 		}
@@ -172,7 +121,7 @@ type Paths struct {
 // Env is the environment SageMaker gives a training container: the request's
 // Environment, then SM_CURRENT_HOST, SM_HOSTS, SM_HPS and SM_HP_<NAME>, SM_MODEL_DIR,
 // SM_OUTPUT_DATA_DIR, SM_CURRENT_INSTANCE_TYPE, SM_CHANNELS and SM_CHANNEL_<NAME>.
-func (r *Request) Env(host string, hosts []string, instanceType string, p Paths) map[string]string {
+func Env(r *Request, host string, hosts []string, instanceType string, p Paths) map[string]string {
 	env := map[string]string{}
 	for k, v := range r.Environment {
 		env[k] = v

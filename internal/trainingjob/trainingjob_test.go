@@ -29,7 +29,7 @@ func TestNeed(t *testing.T) {
 		var need []quotashare.Demand
 		r, err := Parse(tc.payload)
 		if err == nil {
-			need, err = r.Need()
+			need, err = Need(r)
 		}
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -73,7 +73,7 @@ func FuzzParse(f *testing.F) {
 		r, err := Parse(payload)
 		if err == nil {
 			var need []quotashare.Demand
-			need, err = r.Need()
+			need, err = Need(r)
 			if err == nil {
 				for i, d := range need {
 					if d.Count < 1 || d.InstanceType == "" || i > 0 && need[i-1].InstanceType >= d.InstanceType {

@@ -1,0 +1,63 @@
+package quotashare
+
+import "strings"
+
+// TrainingRequest is the part of a SageMaker CreateTrainingJob request (a service job's
+// serviceRequestPayload) that quotashare reads, as internal/trainingjob parses it. The
+// payload is otherwise opaque: it is stored and echoed verbatim. It is parsed when the
+// job is submitted and when an attempt is built (AttemptSpec.Request); executors read
+// this and never parse the payload themselves.
+type TrainingRequest struct {
+	TrainingJobName        string `json:"TrainingJobName"`
+	AlgorithmSpecification struct {
+		TrainingImage       string   `json:"TrainingImage"`
+		ContainerEntrypoint []string `json:"ContainerEntrypoint"`
+		ContainerArguments  []string `json:"ContainerArguments"`
+	} `json:"AlgorithmSpecification"`
+	ResourceConfig *struct {
+		InstanceType   string `json:"InstanceType"`
+		InstanceCount  int    `json:"InstanceCount"`
+		InstanceGroups []struct {
+			InstanceType      string `json:"InstanceType"`
+			InstanceCount     int    `json:"InstanceCount"`
+			InstanceGroupName string `json:"InstanceGroupName"`
+		} `json:"InstanceGroups"`
+	} `json:"ResourceConfig"`
+	StoppingCondition struct {
+		MaxRuntimeInSeconds int `json:"MaxRuntimeInSeconds"`
+	} `json:"StoppingCondition"`
+	Environment     map[string]string `json:"Environment"`
+	HyperParameters map[string]string `json:"HyperParameters"`
+	InputDataConfig []TrainingChannel `json:"InputDataConfig"`
+}
+
+// TrainingChannel is one InputDataConfig channel.
+type TrainingChannel struct {
+	ChannelName string `json:"ChannelName"`
+	DataSource  struct {
+		S3DataSource *struct {
+			S3Uri string `json:"S3Uri"`
+		} `json:"S3DataSource"`
+		FileSystemDataSource *struct {
+			DirectoryPath string `json:"DirectoryPath"`
+		} `json:"FileSystemDataSource"`
+	} `json:"DataSource"`
+}
+
+// LocalPath is the channel's data as a path on this host: a FileSystemDataSource
+// directory, or an S3Uri of the form file:///path or /path. Empty when the channel names
+// remote data.
+func (c TrainingChannel) LocalPath() string {
+	if fs := c.DataSource.FileSystemDataSource; fs != nil && strings.HasPrefix(fs.DirectoryPath, "/") {
+		return fs.DirectoryPath
+	}
+	if s3 := c.DataSource.S3DataSource; s3 != nil {
+		if p, ok := strings.CutPrefix(s3.S3Uri, "file://"); ok {
+			return p
+		}
+		if strings.HasPrefix(s3.S3Uri, "/") {
+			return s3.S3Uri
+		}
+	}
+	return ""
+}
