@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -116,6 +118,9 @@ func op[In any](fn func(in *In) (any, error)) http.HandlerFunc {
 func jsonError(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
+		if n, ok := strings.CutPrefix(te.Value, "number "); ok && te.Type.Kind() == reflect.Int32 {
+			return fmt.Sprintf("%s: must be a whole number from %d to %d (an Integer), got %s", te.Field, math.MinInt32, math.MaxInt32, n)
+		}
 		return fmt.Sprintf("%s: must be a JSON %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
 	}
 	return "not valid JSON: " + err.Error()
@@ -185,7 +190,7 @@ func demands(field string, ls []capacityLimit) ([]quotashare.Demand, error) {
 		if l.MaxCapacity == nil {
 			return nil, quotashare.Errorf(quotashare.Invalid, "%s[%d].maxCapacity: is required", field, i)
 		}
-		out = append(out, quotashare.Demand{InstanceType: l.CapacityUnit, Count: *l.MaxCapacity})
+		out = append(out, quotashare.Demand{InstanceType: l.CapacityUnit, Count: int(*l.MaxCapacity)})
 	}
 	return out, nil
 }
@@ -193,8 +198,7 @@ func demands(field string, ls []capacityLimit) ([]quotashare.Demand, error) {
 func limitsOut(ds []quotashare.Demand) []capacityLimit {
 	out := make([]capacityLimit, 0, len(ds))
 	for _, d := range ds {
-		n := d.Count
-		out = append(out, capacityLimit{CapacityUnit: d.InstanceType, MaxCapacity: &n})
+		out = append(out, capacityLimit{CapacityUnit: d.InstanceType, MaxCapacity: int32Ptr(d.Count)})
 	}
 	return out
 }
@@ -206,7 +210,7 @@ func page(p pageIn) (int, int, error) {
 		if *p.MaxResults < 1 || *p.MaxResults > 100 {
 			return 0, 0, quotashare.Errorf(quotashare.Invalid, "maxResults: %d must be from 1 to 100", *p.MaxResults)
 		}
-		size = *p.MaxResults
+		size = int(*p.MaxResults)
 	}
 	if p.NextToken == "" {
 		return 0, size, nil

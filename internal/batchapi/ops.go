@@ -123,14 +123,15 @@ func (h *Handler) deleteEnv(in *envRefIn) (any, error) {
 
 func queueInput(in *queueIn) dispatch.QueueInput {
 	q := dispatch.QueueInput{Name: in.JobQueueName, State: in.State, Type: in.JobQueueType, PolicyARN: in.SchedulingPolicyArn,
-		Priority: in.Priority, EnvOrderSet: in.ServiceEnvironmentOrder != nil, ComputeEnvironments: len(in.ComputeEnvironmentOrder), Tags: in.Tags}
+		Priority: intPtr(in.Priority), EnvOrderSet: in.ServiceEnvironmentOrder != nil, ComputeEnvironments: len(in.ComputeEnvironmentOrder), Tags: in.Tags}
 	for _, o := range in.ServiceEnvironmentOrder {
-		q.EnvOrder = append(q.EnvOrder, dispatch.EnvOrder{Order: o.Order, Environment: o.ServiceEnvironment})
+		q.EnvOrder = append(q.EnvOrder, dispatch.EnvOrder{Order: int(o.Order), Environment: o.ServiceEnvironment})
 	}
 	if in.JobStateTimeLimitActions != nil {
 		q.TimeLimitActionsSet = true
 		for _, a := range *in.JobStateTimeLimitActions {
-			q.TimeLimitActions = append(q.TimeLimitActions, quotashare.TimeLimitAction(a))
+			q.TimeLimitActions = append(q.TimeLimitActions, quotashare.TimeLimitAction{Reason: a.Reason, State: a.State,
+				MaxTimeSeconds: int(a.MaxTimeSeconds), Action: a.Action})
 		}
 	}
 	return q
@@ -169,10 +170,11 @@ func (h *Handler) describeQueues(in *queuesIn) (any, error) {
 	for _, q := range qs[lo:hi] {
 		o := queueOut{JobQueueName: q.Name, JobQueueArn: q.ARN, State: enabled(q.Disabled), Status: "VALID", StatusReason: "JobQueue Healthy",
 			Priority: q.Priority, SchedulingPolicyArn: q.PolicyARN, JobQueueType: "SAGEMAKER_TRAINING", ComputeEnvironmentOrder: []struct{}{},
-			ServiceEnvironmentOrder:  []envOrder{{Order: q.EnvironmentOrder, ServiceEnvironment: q.EnvironmentARN}},
+			ServiceEnvironmentOrder:  []envOrder{{Order: int32(q.EnvironmentOrder), ServiceEnvironment: q.EnvironmentARN}},
 			JobStateTimeLimitActions: []timeLimitAction{}, Tags: q.Tags}
 		for _, a := range q.TimeLimitActions {
-			o.JobStateTimeLimitActions = append(o.JobStateTimeLimitActions, timeLimitAction(a))
+			o.JobStateTimeLimitActions = append(o.JobStateTimeLimitActions, timeLimitAction{Reason: a.Reason, State: a.State,
+				MaxTimeSeconds: int32(a.MaxTimeSeconds), Action: a.Action})
 		}
 		if o.Tags == nil {
 			o.Tags = map[string]string{}
@@ -198,7 +200,7 @@ func shareInput(in *shareIn) (dispatch.ShareInput, error) {
 	}
 	s := dispatch.ShareInput{Name: in.QuotaShareName, Queue: in.JobQueue, Limits: limits, State: in.State, Tags: in.Tags}
 	if rc := in.ResourceSharingConfiguration; rc != nil {
-		s.Strategy, s.BorrowLimit = quotashare.Strategy(rc.Strategy), rc.BorrowLimit
+		s.Strategy, s.BorrowLimit = quotashare.Strategy(rc.Strategy), intPtr(rc.BorrowLimit)
 		if rc.Strategy == "" {
 			return s, quotashare.Errorf(quotashare.Invalid, "resourceSharingConfiguration.strategy: is required (RESERVE, LEND or LEND_AND_BORROW)")
 		}
@@ -218,8 +220,7 @@ func shareOutOf(s quotashare.QuotaShare, tags bool) shareOut {
 		PreemptionConfiguration:      sharePreemption{InSharePreemption: enabled(!s.InSharePreemption)},
 		State:                        enabled(s.Disabled), Status: "VALID"}
 	if s.Strategy.Borrows() {
-		b := s.BorrowLimit
-		o.ResourceSharingConfiguration.BorrowLimit = &b
+		o.ResourceSharingConfiguration.BorrowLimit = int32Ptr(s.BorrowLimit)
 	}
 	if s.Deleting {
 		o.Status = "DELETING"
@@ -318,7 +319,7 @@ func (h *Handler) deleteShare(in *shareIn) (any, error) {
 
 func (h *Handler) submit(in *submitIn) (any, error) {
 	jin := dispatch.JobInput{Name: in.JobName, Queue: in.JobQueue, Type: in.ServiceJobType, Payload: in.ServiceRequestPayload,
-		Share: in.QuotaShareName, ShareIdentifier: in.ShareIdentifier, Priority: in.SchedulingPriority, Tags: in.Tags, ClientToken: in.ClientToken}
+		Share: in.QuotaShareName, ShareIdentifier: in.ShareIdentifier, Priority: intPtr(in.SchedulingPriority), Tags: in.Tags, ClientToken: in.ClientToken}
 	if in.JobQueue == "" {
 		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
 	}
@@ -326,13 +327,13 @@ func (h *Handler) submit(in *submitIn) (any, error) {
 		return nil, quotashare.Errorf(quotashare.Invalid, "serviceRequestPayload: is required")
 	}
 	if p := in.PreemptionConfiguration; p != nil {
-		jin.PreemptionRetries = p.PreemptionRetriesBeforeTermination
+		jin.PreemptionRetries = intPtr(p.PreemptionRetriesBeforeTermination)
 	}
 	if t := in.TimeoutConfig; t != nil {
-		jin.TimeoutSeconds = t.AttemptDurationSeconds
+		jin.TimeoutSeconds = intPtr(t.AttemptDurationSeconds)
 	}
 	if r := in.RetryStrategy; r != nil {
-		rs := &quotashare.RetryStrategy{Attempts: r.Attempts}
+		rs := &quotashare.RetryStrategy{Attempts: int(r.Attempts)}
 		for _, e := range r.EvaluateOnExit {
 			rs.Rules = append(rs.Rules, quotashare.RetryRule{Action: strings.ToUpper(e.Action), OnStatusReason: e.OnStatusReason,
 				OnExitCode: e.OnExitCode, OnReason: e.OnReason})
@@ -399,10 +400,10 @@ func (h *Handler) jobOutOf(j quotashare.Job, full bool) jobOut {
 		o.PreemptionSummary = ps
 	}
 	if j.PreemptionRetries != nil {
-		o.PreemptionConfiguration = &jobPreemption{PreemptionRetriesBeforeTermination: j.PreemptionRetries}
+		o.PreemptionConfiguration = &jobPreemption{PreemptionRetriesBeforeTermination: int32Ptr(*j.PreemptionRetries)}
 	}
 	if r := j.Retry; r != nil {
-		rs := &retryStrategy{Attempts: r.Attempts}
+		rs := &retryStrategy{Attempts: int32(r.Attempts)}
 		for _, rule := range r.Rules {
 			rs.EvaluateOnExit = append(rs.EvaluateOnExit, evaluateOnExit{Action: rule.Action, OnStatusReason: rule.OnStatusReason,
 				OnExitCode: rule.OnExitCode, OnReason: rule.OnReason})
@@ -410,8 +411,7 @@ func (h *Handler) jobOutOf(j quotashare.Job, full bool) jobOut {
 		o.RetryStrategy = rs
 	}
 	if j.TimeoutSeconds > 0 {
-		t := j.TimeoutSeconds
-		o.TimeoutConfig = &timeoutConfig{AttemptDurationSeconds: &t}
+		o.TimeoutConfig = &timeoutConfig{AttemptDurationSeconds: int32Ptr(j.TimeoutSeconds)}
 	}
 	return o
 }
@@ -459,7 +459,7 @@ func (h *Handler) updateJob(in *jobIDIn) (any, error) {
 	if in.SchedulingPriority == nil {
 		return nil, quotashare.Errorf(quotashare.Invalid, "schedulingPriority: is required")
 	}
-	j, err := h.e.SetPriority(in.JobId, *in.SchedulingPriority)
+	j, err := h.e.SetPriority(in.JobId, int(*in.SchedulingPriority))
 	if err != nil {
 		return nil, err
 	}

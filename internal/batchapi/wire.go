@@ -6,7 +6,7 @@ package batchapi
 
 type capacityLimit struct {
 	CapacityUnit string `json:"capacityUnit,omitempty"`
-	MaxCapacity  *int   `json:"maxCapacity,omitempty"`
+	MaxCapacity  *int32   `json:"maxCapacity,omitempty"`
 }
 
 type quotaSharePolicy struct {
@@ -42,7 +42,7 @@ type arnsIn struct {
 }
 
 type pageIn struct {
-	MaxResults *int   `json:"maxResults"`
+	MaxResults *int32   `json:"maxResults"`
 	NextToken  string `json:"nextToken"`
 }
 
@@ -85,21 +85,21 @@ type envOut struct {
 }
 
 type envOrder struct {
-	Order              int    `json:"order"`
+	Order              int32    `json:"order"`
 	ServiceEnvironment string `json:"serviceEnvironment"`
 }
 
 type timeLimitAction struct {
 	Reason         string `json:"reason"`
 	State          string `json:"state"`
-	MaxTimeSeconds int    `json:"maxTimeSeconds"`
+	MaxTimeSeconds int32    `json:"maxTimeSeconds"`
 	Action         string `json:"action"`
 }
 
 type queueIn struct {
 	JobQueueName             string             `json:"jobQueueName"`
 	JobQueue                 string             `json:"jobQueue"` // UpdateJobQueue
-	Priority                 *int               `json:"priority"`
+	Priority                 *int32               `json:"priority"`
 	State                    string             `json:"state"`
 	SchedulingPolicyArn      string             `json:"schedulingPolicyArn"`
 	JobQueueType             string             `json:"jobQueueType"`
@@ -140,7 +140,7 @@ type queueOut struct {
 
 type sharingConfig struct {
 	Strategy    string `json:"strategy,omitempty"`
-	BorrowLimit *int   `json:"borrowLimit,omitempty"`
+	BorrowLimit *int32   `json:"borrowLimit,omitempty"`
 }
 
 type sharePreemption struct {
@@ -189,16 +189,16 @@ type evaluateOnExit struct {
 }
 
 type retryStrategy struct {
-	Attempts       int              `json:"attempts"`
+	Attempts       int32              `json:"attempts"`
 	EvaluateOnExit []evaluateOnExit `json:"evaluateOnExit,omitempty"`
 }
 
 type jobPreemption struct {
-	PreemptionRetriesBeforeTermination *int `json:"preemptionRetriesBeforeTermination,omitempty"`
+	PreemptionRetriesBeforeTermination *int32 `json:"preemptionRetriesBeforeTermination,omitempty"`
 }
 
 type timeoutConfig struct {
-	AttemptDurationSeconds *int `json:"attemptDurationSeconds,omitempty"`
+	AttemptDurationSeconds *int32 `json:"attemptDurationSeconds,omitempty"`
 }
 
 type submitIn struct {
@@ -208,7 +208,7 @@ type submitIn struct {
 	ServiceRequestPayload   string            `json:"serviceRequestPayload"`
 	QuotaShareName          string            `json:"quotaShareName"`
 	ShareIdentifier         string            `json:"shareIdentifier"`
-	SchedulingPriority      *int              `json:"schedulingPriority"`
+	SchedulingPriority      *int32              `json:"schedulingPriority"`
 	PreemptionConfiguration *jobPreemption    `json:"preemptionConfiguration"`
 	RetryStrategy           *retryStrategy    `json:"retryStrategy"`
 	TimeoutConfig           *timeoutConfig    `json:"timeoutConfig"`
@@ -224,7 +224,7 @@ type jobRefOut struct {
 
 type jobIDIn struct {
 	JobId              string `json:"jobId"`
-	SchedulingPriority *int   `json:"schedulingPriority"`
+	SchedulingPriority *int32   `json:"schedulingPriority"`
 	Reason             string `json:"reason"`
 }
 
@@ -352,4 +352,23 @@ type TypeNumbers struct {
 
 type tagsIO struct {
 	Tags map[string]string `json:"tags"`
+}
+
+// AWS's Integer members are 32-bit: the wire types hold int32, so that a larger number
+// is refused when the body is decoded, naming the member; the engine's types hold int.
+
+// intPtr widens an optional wire Integer.
+func intPtr(p *int32) *int {
+	if p == nil {
+		return nil
+	}
+	n := int(*p)
+	return &n
+}
+
+// int32Ptr narrows an engine number for an answer (every one fits: the requests were
+// 32-bit).
+func int32Ptr(n int) *int32 {
+	v := int32(n)
+	return &v
 }

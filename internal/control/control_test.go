@@ -243,6 +243,16 @@ func TestCommands(t *testing.T) {
 			_, err := submitTo(s, "new", "b", 1, 1)
 			return err
 		}, "", []string{"job job-4"}},
+		{"submit named -", func(s *State, _ map[string]string) error {
+			prio := 1
+			in := JobInput{Name: "-", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payloadFor(1), Priority: &prio}
+			need, _, err := CheckJob(in)
+			if err != nil {
+				return err
+			}
+			_, err = s.Submit(in, need)
+			return err
+		}, `jobName: "-" must begin with a letter or a digit`, nil},
 		{"submit to missing share", func(s *State, _ map[string]string) error {
 			_, err := submitTo(s, "new", "nope", 1, 1)
 			return err

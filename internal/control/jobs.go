@@ -31,6 +31,9 @@ func CheckJob(in JobInput) ([]quotashare.Demand, *quotashare.TrainingRequest, er
 	if err := checkName("jobName", in.Name); err != nil {
 		return nil, nil, err
 	}
+	if c := in.Name[0]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+		return nil, nil, invalid("jobName: %q must begin with a letter or a digit", in.Name)
+	}
 	if in.Type != "SAGEMAKER_TRAINING" {
 		return nil, nil, invalid("serviceJobType: %q must be SAGEMAKER_TRAINING", in.Type)
 	}

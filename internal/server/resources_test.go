@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -341,4 +342,35 @@ func TestTags(t *testing.T) {
 	clientError(t, err, "names no scheduling policy")
 	_, err = c.TagResource(ctx, &batch.TagResourceInput{ResourceArn: aws.String(qarn), Tags: map[string]string{"aws:x": "1"}})
 	clientError(t, err, "the prefix aws: is reserved")
+}
+
+// TestIntegerRange: AWS's Integer members are 32-bit. A larger number (which once became
+// a 290 ms time limit) is refused when the body is decoded, naming the member, and no
+// job is made.
+func TestIntegerRange(t *testing.T) {
+	s, c := start(t, t.TempDir(), 0)
+	setup(t, c, "q", 1, share("a", types.QuotaShareResourceSharingStrategyLend, 1, nil, false))
+	pl, _ := json.Marshal(payload("true", 1))
+	for _, c := range []struct{ body, want string }{
+		{`{"jobName":"j","jobQueue":"q","serviceJobType":"SAGEMAKER_TRAINING","quotaShareName":"a","schedulingPriority":1,"serviceRequestPayload":` + string(pl) +
+			`,"timeoutConfig":{"attemptDurationSeconds":18446744074}}`, "timeoutConfig.attemptDurationSeconds: must be a whole number from -2147483648 to 2147483647 (an Integer), got 18446744074"},
+		{`{"jobName":"j","jobQueue":"q","serviceJobType":"SAGEMAKER_TRAINING","quotaShareName":"a","schedulingPriority":4294967296,"serviceRequestPayload":` + string(pl) + `}`,
+			"schedulingPriority: must be a whole number"},
+		{`{"jobName":"j","jobQueue":"q","serviceJobType":"SAGEMAKER_TRAINING","quotaShareName":"a","schedulingPriority":1.5,"serviceRequestPayload":` + string(pl) + `}`,
+			"schedulingPriority: must be a whole number from -2147483648 to 2147483647 (an Integer), got 1.5"},
+	} {
+		resp, err := http.Post(s.URL+"/v1/submitservicejob", "application/json", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Message string }
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || resp.Header.Get("X-Amzn-ErrorType") != "ClientException" || !strings.Contains(e.Message, c.want) {
+			t.Errorf("%d %s %q, want a ClientException containing %q", resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), e.Message, c.want)
+		}
+	}
+	if jobs, _, _ := s.Engine().ListJobs(listAll("q"), 0, 100); len(jobs) != 0 {
+		t.Errorf("%d jobs made", len(jobs))
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +17,18 @@ import (
 
 // MaxPayload is AWS's limit on serviceRequestPayload: 10 KiB.
 const MaxPayload = 10 * 1024
+
+// MaxInstanceCount bounds each InstanceCount, so that counts summed per type (a 10 KiB
+// payload holds a few hundred groups) cannot overflow; the scheduling core's own bound
+// on a job's instances is lower still.
+const MaxInstanceCount = 1 << 20
+
+func cutText(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
 
 // Request is the parsed payload: the root's TrainingRequest, decoded by Parse.
 type Request = quotashare.TrainingRequest
@@ -33,8 +46,11 @@ func Parse(payload string) (*Request, error) {
 	if err := dec.Decode(&r); err != nil {
 		return nil, fmt.Errorf("serviceRequestPayload: must be a SageMaker CreateTrainingJob request in JSON: %v", err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("serviceRequestPayload: must be one JSON object, found more after it")
+	if rest := strings.TrimSpace(payload[dec.InputOffset():]); rest != "" {
+		return nil, fmt.Errorf("serviceRequestPayload: must be one JSON object, found %q after it", cutText(rest, 20))
+	}
+	if m := r.StoppingCondition.MaxRuntimeInSeconds; m < 0 || m > math.MaxInt32 {
+		return nil, fmt.Errorf("serviceRequestPayload.StoppingCondition.MaxRuntimeInSeconds: %d must be from 1 to %d", m, math.MaxInt32)
 	}
 	return &r, nil
 }
@@ -55,6 +71,9 @@ func Need(r *Request) ([]quotashare.Demand, error) {
 			if g.InstanceType == "" || g.InstanceCount < 1 {
 				return nil, fmt.Errorf("serviceRequestPayload.ResourceConfig.InstanceGroups[%d]: needs an InstanceType and an InstanceCount of at least 1", i)
 			}
+			if g.InstanceCount > MaxInstanceCount {
+				return nil, fmt.Errorf("serviceRequestPayload.ResourceConfig.InstanceGroups[%d].InstanceCount: %d is more than %d", i, g.InstanceCount, MaxInstanceCount)
+			}
 			counts[g.InstanceType] += g.InstanceCount
 		}
 	} else {
@@ -63,6 +82,9 @@ func Need(r *Request) ([]quotashare.Demand, error) {
 		}
 		if rc.InstanceCount < 1 {
 			return nil, fmt.Errorf("serviceRequestPayload.ResourceConfig.InstanceCount: must be at least 1, got %d", rc.InstanceCount)
+		}
+		if rc.InstanceCount > MaxInstanceCount {
+			return nil, fmt.Errorf("serviceRequestPayload.ResourceConfig.InstanceCount: %d is more than %d", rc.InstanceCount, MaxInstanceCount)
 		}
 		counts[rc.InstanceType] = rc.InstanceCount
 	}

@@ -24,6 +24,16 @@ func TestNeed(t *testing.T) {
 		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":1,"InstanceGroups":[{"InstanceType":"t","InstanceCount":1}]}}`, nil, "not both"},
 		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":"1"}}`, nil, "must be a SageMaker CreateTrainingJob request in JSON"},
 		{`{} {}`, nil, "must be one JSON object"},
+		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":1}}]`, nil, "serviceRequestPayload: must be one JSON object, found \"]\" after it"},
+		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":1}} }`, nil, "found \"}\" after it"},
+		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":1}}` + "\n  ", []quotashare.Demand{{InstanceType: "t", Count: 1}}, ""},
+		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":1},"StoppingCondition":{"MaxRuntimeInSeconds":-1}}`, nil,
+			"serviceRequestPayload.StoppingCondition.MaxRuntimeInSeconds: -1 must be from 1 to 2147483647"},
+		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":1},"StoppingCondition":{"MaxRuntimeInSeconds":18446744074}}`, nil,
+			"MaxRuntimeInSeconds: 18446744074 must be from 1"},
+		{`{"ResourceConfig":{"InstanceGroups":[{"InstanceType":"t","InstanceCount":9223372036854775807},{"InstanceType":"t","InstanceCount":2}]}}`, nil,
+			"InstanceGroups[0].InstanceCount: 9223372036854775807 is more than 1048576"},
+		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":4294967297}}`, nil, "InstanceCount: 4294967297 is more than 1048576"},
 		{strings.Repeat(" ", MaxPayload+1), nil, "more than the 10240 allowed"},
 	} {
 		var need []quotashare.Demand
