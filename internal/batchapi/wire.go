@@ -6,7 +6,7 @@ package batchapi
 
 type capacityLimit struct {
 	CapacityUnit string `json:"capacityUnit,omitempty"`
-	MaxCapacity  *int32   `json:"maxCapacity,omitempty"`
+	MaxCapacity  *int32 `json:"maxCapacity,omitempty"`
 }
 
 type quotaSharePolicy struct {
@@ -42,7 +42,7 @@ type arnsIn struct {
 }
 
 type pageIn struct {
-	MaxResults *int32   `json:"maxResults"`
+	MaxResults *int32 `json:"maxResults"`
 	NextToken  string `json:"nextToken"`
 }
 
@@ -85,21 +85,21 @@ type envOut struct {
 }
 
 type envOrder struct {
-	Order              int32    `json:"order"`
+	Order              int32  `json:"order"`
 	ServiceEnvironment string `json:"serviceEnvironment"`
 }
 
 type timeLimitAction struct {
 	Reason         string `json:"reason"`
 	State          string `json:"state"`
-	MaxTimeSeconds int32    `json:"maxTimeSeconds"`
+	MaxTimeSeconds int32  `json:"maxTimeSeconds"`
 	Action         string `json:"action"`
 }
 
 type queueIn struct {
 	JobQueueName             string             `json:"jobQueueName"`
 	JobQueue                 string             `json:"jobQueue"` // UpdateJobQueue
-	Priority                 *int32               `json:"priority"`
+	Priority                 *int32             `json:"priority"`
 	State                    string             `json:"state"`
 	SchedulingPolicyArn      string             `json:"schedulingPolicyArn"`
 	JobQueueType             string             `json:"jobQueueType"`
@@ -140,7 +140,7 @@ type queueOut struct {
 
 type sharingConfig struct {
 	Strategy    string `json:"strategy,omitempty"`
-	BorrowLimit *int32   `json:"borrowLimit,omitempty"`
+	BorrowLimit *int32 `json:"borrowLimit,omitempty"`
 }
 
 type sharePreemption struct {
@@ -189,7 +189,7 @@ type evaluateOnExit struct {
 }
 
 type retryStrategy struct {
-	Attempts       int32              `json:"attempts"`
+	Attempts       int32            `json:"attempts"`
 	EvaluateOnExit []evaluateOnExit `json:"evaluateOnExit,omitempty"`
 }
 
@@ -208,7 +208,7 @@ type submitIn struct {
 	ServiceRequestPayload   string            `json:"serviceRequestPayload"`
 	QuotaShareName          string            `json:"quotaShareName"`
 	ShareIdentifier         string            `json:"shareIdentifier"`
-	SchedulingPriority      *int32              `json:"schedulingPriority"`
+	SchedulingPriority      *int32            `json:"schedulingPriority"`
 	PreemptionConfiguration *jobPreemption    `json:"preemptionConfiguration"`
 	RetryStrategy           *retryStrategy    `json:"retryStrategy"`
 	TimeoutConfig           *timeoutConfig    `json:"timeoutConfig"`
@@ -224,7 +224,7 @@ type jobRefOut struct {
 
 type jobIDIn struct {
 	JobId              string `json:"jobId"`
-	SchedulingPriority *int32   `json:"schedulingPriority"`
+	SchedulingPriority *int32 `json:"schedulingPriority"`
 	Reason             string `json:"reason"`
 }
 
