@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/quotashare/quotashare"
@@ -42,6 +43,47 @@ type Config struct {
 	// NewExecutor replaces the local executor: the Kubernetes executor, or in benchmarks
 	// one that ends every attempt at once. It gets the engine's report callback.
 	NewExecutor func(report func(quotashare.Report)) (quotashare.Executor, error)
+	// Limits bounds what a client may hold of the server (zero values: the defaults).
+	Limits Limits
+}
+
+// Limits are the HTTP server's timeouts and its cap on connections.
+type Limits struct {
+	// ReadHeader, Read and Write bound a request's headers, its whole body, and the
+	// writing of its answer (a log download gets LogWrite instead); Idle is how long a
+	// kept-alive connection may wait for its next request. Defaults: 10 s, 1 min, 1 min,
+	// 10 min and 2 min.
+	ReadHeader, Read, Write, LogWrite, Idle time.Duration
+	// MaxHeaderBytes bounds a request's headers (default 64 KiB).
+	MaxHeaderBytes int
+	// MaxConns is the most connections held open at once; one more is answered 503 and
+	// closed at once, before the process runs out of file descriptors (default: a
+	// quarter of the soft RLIMIT_NOFILE, at most 4096).
+	MaxConns int
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&l.ReadHeader, 10*time.Second)
+	def(&l.Read, time.Minute)
+	def(&l.Write, time.Minute)
+	def(&l.LogWrite, 10*time.Minute)
+	def(&l.Idle, 2*time.Minute)
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = 64 << 10
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = 4096
+		var r syscall.Rlimit
+		if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r) == nil && r.Cur > 0 && int(r.Cur/4) < l.MaxConns {
+			l.MaxConns = max(int(r.Cur/4), 16)
+		}
+	}
+	return l
 }
 
 // LogOpener is an executor that serves its attempts' output, for GET /logs.
@@ -59,6 +101,8 @@ type Server struct {
 	http   *http.Server
 	ln     net.Listener
 	done   chan error
+	// logWrite is the write deadline of a log download.
+	logWrite time.Duration
 }
 
 // Start opens the data folder, recovers the state and the running attempts, and serves
@@ -117,8 +161,11 @@ func Start(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("GET /logs/{job}", batchapi.Require(verifier, http.HandlerFunc(s.logs)))
 	mux.Handle("/", batchapi.Require(verifier, batchapi.New(engine)))
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { s.done <- s.http.Serve(ln) }()
+	lim := cfg.Limits.withDefaults()
+	s.logWrite = lim.LogWrite
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write,
+		IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes}
+	go func() { s.done <- s.http.Serve(capConns(ln, lim.MaxConns)) }()
 	return s, nil
 }
 
@@ -148,6 +195,8 @@ func (s *Server) Close() error {
 // &offset=BYTES. The attempt defaults to the latest, the host to algo-1, the stream to
 // stdout. The header X-Quotashare-Attempt-Over says whether more output may come.
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+	// A log can be large and its client slow: it gets longer than an API answer.
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.logWrite))
 	j, err := s.engine.Job(r.PathValue("job"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
