@@ -466,12 +466,9 @@ func (x *Executor) result(r *run) quotashare.Report {
 // tail returns the last lines of an instance's stderr (or stdout), for a statusReason.
 func tail(idir string) string {
 	for _, name := range []string{"stderr.log", "stdout.log"} {
-		b, err := os.ReadFile(filepath.Join(idir, name))
+		b, err := readTail(filepath.Join(idir, name), 4096)
 		if err != nil || len(bytes.TrimSpace(b)) == 0 {
 			continue
-		}
-		if len(b) > 4096 {
-			b = b[len(b)-4096:]
 		}
 		var lines []string
 		sc := bufio.NewScanner(bytes.NewReader(b))
@@ -488,6 +485,27 @@ func tail(idir string) string {
 		return fmt.Sprintf(" [last output: %s]", s)
 	}
 	return ""
+}
+
+// readTail reads the last n bytes of a file (all of it when shorter), whatever its size:
+// a job's output can be gigabytes.
+func readTail(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := max(fi.Size()-n, 0)
+	b := make([]byte, fi.Size()-off)
+	k, err := f.ReadAt(b, off)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return b[:k], nil
 }
 
 // Stop sends SIGTERM to the attempt's process groups, then SIGKILL after the grace.

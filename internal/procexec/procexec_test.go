@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -265,5 +266,34 @@ func TestReusedPID(t *testing.T) {
 	}
 	if alive(self, st+1) {
 		t.Errorf("a pid with another start time is taken for the recorded process")
+	}
+}
+
+// TestTailOfHugeOutput: the last lines of a job's output for its statusReason are read
+// from the end of the file, whatever its size: a job that wrote gigabytes once drove the
+// server to as much memory, read while the executor's lock was held.
+func TestTailOfHugeOutput(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "stderr.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 1 << 30 // sparse: no disk used
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("\nepoch 9 of 10\nCUDA out of memory\n"), size); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got := tail(dir)
+	runtime.ReadMemStats(&after)
+	if !strings.HasSuffix(got, "epoch 9 of 10 | CUDA out of memory]") {
+		t.Errorf("tail = %q", got)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("tail of a 1 GiB file allocated %d bytes", n)
 	}
 }
