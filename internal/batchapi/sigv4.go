@@ -35,12 +35,19 @@ type Verifier struct {
 
 // LoadCredentials reads a credentials file: one "ACCESS_KEY_ID SECRET_ACCESS_KEY" pair a
 // line; blank lines and lines starting with # are skipped.
+//
+// Like ssh with its keys, it refuses a file that group or others may read.
 func LoadCredentials(path string) (*Verifier, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s: mode %#o lets others read the secret keys; chmod 600 it", path, fi.Mode().Perm())
+	}
 	v := &Verifier{secrets: map[string]string{}, now: time.Now}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {

@@ -104,7 +104,7 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Poll <= 0 {
 		cfg.Poll = 100 * time.Millisecond
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
 	return &Executor{cfg: cfg, runs: map[string]*run{}, gpus: map[string]string{}, done: make(chan struct{})}, nil

@@ -45,6 +45,9 @@ type Config struct {
 	NewExecutor func(report func(quotashare.Report)) (quotashare.Executor, error)
 	// Limits bounds what a client may hold of the server (zero values: the defaults).
 	Limits Limits
+	// InsecureNoAuth lets the server listen beyond loopback without Credentials: anyone
+	// who reaches the port may then run commands on this host as jobs.
+	InsecureNoAuth bool
 }
 
 // Limits are the HTTP server's timeouts and its cap on connections.
@@ -120,6 +123,12 @@ func Start(cfg Config) (*Server, error) {
 		v.Region = cfg.Region
 		verifier = v
 	}
+	if cfg.Credentials == "" && !loopback(cfg.Addr) {
+		if !cfg.InsecureNoAuth {
+			return nil, fmt.Errorf("--addr %s listens beyond this host without --credentials: anyone who reaches it could run commands here as jobs; give --credentials, or --insecure-no-auth to accept that", cfg.Addr)
+		}
+		cfg.Logf("WARNING: listening on %s without --credentials: anyone who reaches this port can run commands on this host", cfg.Addr)
+	}
 	// Listen first: the store's lease names the address, so that a second server on the
 	// same data folder is told which one holds it.
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -167,6 +176,19 @@ func Start(cfg Config) (*Server, error) {
 		IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes}
 	go func() { s.done <- s.http.Serve(capConns(ln, lim.MaxConns)) }()
 	return s, nil
+}
+
+// loopback says whether an address listens on this host only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // newHolderID names this server process in the store's lease: host name and a random part.

@@ -62,7 +62,8 @@ var _ quotashare.Store = (*DB)(nil)
 // Open opens (creating if needed) the database in the data folder dir and brings its
 // schema up to date. It takes no lease: call Acquire before writing.
 func Open(dir string) (*DB, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The folder and the database are the server's alone: they hold every job's payload.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data folder: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
@@ -80,6 +81,12 @@ func Open(dir string) (*DB, error) {
 	if err := d.migrate(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(f, 0o600); err != nil && !os.IsNotExist(err) {
+			db.Close()
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
 	}
 	return d, nil
 }
