@@ -46,6 +46,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	example := fs.Bool("example", false, "create AWS's three-project example (queue three-projects) and play it out")
 	quiet := fs.Bool("quiet", false, "do not log scheduling decisions")
 	creds := fs.String("credentials", "", `file of "ACCESS_KEY_ID SECRET_ACCESS_KEY" lines: requests must then be signed (SigV4) with one of them`)
+	var passEnv []string
+	fs.Func("pass-env", "a variable of the server's environment that local jobs get too (repeat for more); jobs otherwise get only PATH, HOME, LANG, their payload's Environment and SageMaker's variables", func(v string) error {
+		passEnv = append(passEnv, v)
+		return nil
+	})
 	insecure := fs.Bool("insecure-no-auth", false, "allow an --addr beyond loopback without --credentials (anyone who reaches it can run commands here)")
 	executor := fs.String("executor", "local", "where attempts run: local (processes on this host) or kubernetes (Pods)")
 	kubeconfig := fs.String("kubeconfig", "", "kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster configuration of a Pod)")
@@ -61,7 +66,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--preemption-grace: %s must not be negative", *grace)
 	}
 	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace, Credentials: *creds,
-		InsecureNoAuth: *insecure}
+		InsecureNoAuth: *insecure, PassEnv: passEnv}
 	cfg.GPUs = splitList(*gpus)
 	if *gpus == "" {
 		cfg.GPUs = detectGPUs()

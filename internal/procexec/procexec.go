@@ -51,7 +51,15 @@ type Config struct {
 	// groups are checked (default 100ms).
 	Now  func() time.Time
 	Poll time.Duration
+	// PassEnv names variables of the server's environment that jobs get too; beyond
+	// them a job sees only BaseEnv, its payload's Environment and SageMaker's variables.
+	PassEnv []string
 }
+
+// BaseEnv is the environment every job starts from (HOME is set to the instance's work
+// folder). The server's own environment is not passed on: name what jobs need with
+// Config.PassEnv (serve --pass-env).
+var BaseEnv = map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 
 // Executor runs attempts as local processes.
 type Executor struct {
@@ -276,22 +284,61 @@ func (x *Executor) command(r *run, req *trainingjob.Request, is *instanceState, 
 		return nil, err
 	}
 	argv := append(slices.Clone(req.AlgorithmSpecification.ContainerEntrypoint), req.AlgorithmSpecification.ContainerArguments...)
+	env := x.environ(r, req, is, hosts, idir)
+	// The entrypoint is a program: found here in the job's own PATH and given to the
+	// supervisor as a path, so that sh never runs a builtin of its own ("eval", "exec")
+	// in its place.
+	prog, err := lookPath(argv[0], env)
+	if err != nil {
+		stdout.Close()
+		stderr.Close()
+		return nil, err
+	}
+	argv[0] = prog
 	// The supervisor: the trap keeps sh alive through SIGTERM (the handler runs once the
 	// foreground program has exited; the program itself gets the default disposition
 	// back at exec) so that it can record the program's exit code.
-	script := `trap : TERM INT; "$@"; c=$?; echo $c > "$QUOTASHARE_EXIT_FILE.tmp" && mv "$QUOTASHARE_EXIT_FILE.tmp" "$QUOTASHARE_EXIT_FILE"; exit $c`
+	// It names mv by its path: the job's PATH may not hold /bin.
+	script := `trap : TERM INT; "$@"; c=$?; echo $c > "$QUOTASHARE_EXIT_FILE.tmp" && /bin/mv "$QUOTASHARE_EXIT_FILE.tmp" "$QUOTASHARE_EXIT_FILE"; exit $c`
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "sh"}, argv...)...)
 	cmd.Dir = filepath.Join(idir, "work")
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = x.environ(r, req, is, hosts, idir)
+	cmd.Env = env
 	return cmd, nil
 }
 
+// lookPath finds a program as execve's callers do: a name with a slash is a path (from
+// the work folder), any other is looked for in the PATH of env.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint[0]: %q is no program in the job's PATH (%s)", name, path)
+}
+
 func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, hosts []string, idir string) []string {
-	env := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+	// The base, then the variables the server passes on, then the payload's Environment
+	// and SageMaker's (trainingjob.Env), then the server's own, which win.
+	env := maps.Clone(BaseEnv)
+	env["HOME"] = filepath.Join(idir, "work")
+	for _, k := range x.cfg.PassEnv {
+		if v, ok := os.LookupEnv(k); ok {
 			env[k] = v
 		}
 	}

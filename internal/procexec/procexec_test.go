@@ -297,3 +297,74 @@ func TestTailOfHugeOutput(t *testing.T) {
 		t.Errorf("tail of a 1 GiB file allocated %d bytes", n)
 	}
 }
+
+// TestJobEnvironment: a job gets the documented base, the variables the server passes on
+// by name, its payload's Environment and SageMaker's; not the server's own environment;
+// and the server's variables win over the payload's. A PATH without /bin does not break
+// the supervisor, which still records the exit code.
+func TestJobEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("QS_SERVER_SECRET", "s3cr3t")
+	t.Setenv("QS_PASSED", "p")
+	ch := make(reports, 100)
+	x, err := New(Config{Dir: dir, Poll: 20 * time.Millisecond, PassEnv: []string{"QS_PASSED"}, Report: func(r quotashare.Report) { ch <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	b, _ := json.Marshal(map[string]any{
+		"AlgorithmSpecification": map[string]any{"ContainerEntrypoint": []string{"/bin/sh", "-c", "export -p > env.txt"}},
+		"ResourceConfig":         map[string]any{"InstanceType": "ml.g5.xlarge", "InstanceCount": 1},
+		"Environment": map[string]string{"PATH": "/nonexistent", "MY": "1", "SM_NUM_GPUS": "8",
+			"QUOTASHARE_EXIT_FILE": filepath.Join(dir, "evil"), "QUOTASHARE_ATTEMPT_ID": "other"},
+	})
+	if err := x.Start(spec("e1", string(b))); err != nil {
+		t.Fatal(err)
+	}
+	rep := ch.next(t, quotashare.AttemptExited)
+	if !rep.Success || rep.ExitCode != nil {
+		t.Fatalf("attempt: %+v", rep)
+	}
+	env := readFile(t, filepath.Join(dir, "e1", "algo-1", "work", "env.txt"))
+	for _, want := range []string{"MY='1'", "QS_PASSED='p'", "PATH='/nonexistent'", "SM_NUM_GPUS='0'", "QUOTASHARE_ATTEMPT_ID='e1'",
+		"QUOTASHARE_EXIT_FILE='" + filepath.Join(dir, "e1", "algo-1", "exitcode") + "'", "HOME='" + filepath.Join(dir, "e1", "algo-1", "work") + "'"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the job's environment lacks %s:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, "QS_SERVER_SECRET") {
+		t.Errorf("the server's own environment reached the job:\n%s", env)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "evil")); err == nil {
+		t.Error("the payload's QUOTASHARE_EXIT_FILE was used")
+	}
+}
+
+// TestEntrypointIsAProgram: ContainerEntrypoint[0] runs as a program found in the job's
+// PATH, never as a builtin of the supervisor's shell: ["eval", "..."] once ran shell code.
+func TestEntrypointIsAProgram(t *testing.T) {
+	dir := t.TempDir()
+	x, ch := newExec(t, dir, time.Second)
+	work := filepath.Join(dir, "b1", "algo-1", "work")
+	b, _ := json.Marshal(map[string]any{
+		"AlgorithmSpecification": map[string]any{"ContainerEntrypoint": []string{"eval", "echo pwned > pwned.txt"}},
+		"ResourceConfig":         map[string]any{"InstanceType": "ml.g5.xlarge", "InstanceCount": 1},
+	})
+	err := x.Start(spec("b1", string(b)))
+	var reason string
+	if err != nil {
+		reason = err.Error()
+	} else {
+		rep := ch.next(t, quotashare.AttemptExited)
+		if rep.Success {
+			t.Fatalf("eval ran: %+v", rep)
+		}
+		reason = rep.Reason
+	}
+	if !strings.Contains(reason, `ContainerEntrypoint[0]: "eval" is no program in the job's PATH`) {
+		t.Errorf("reason %q", reason)
+	}
+	if _, err := os.Stat(filepath.Join(work, "pwned.txt")); err == nil {
+		t.Error("the shell builtin ran")
+	}
+}

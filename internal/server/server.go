@@ -45,6 +45,8 @@ type Config struct {
 	NewExecutor func(report func(quotashare.Report)) (quotashare.Executor, error)
 	// Limits bounds what a client may hold of the server (zero values: the defaults).
 	Limits Limits
+	// PassEnv names variables of the server's environment that local jobs get too.
+	PassEnv []string
 	// InsecureNoAuth lets the server listen beyond loopback without Credentials: anyone
 	// who reaches the port may then run commands on this host as jobs.
 	InsecureNoAuth bool
@@ -152,7 +154,7 @@ func Start(cfg Config) (*Server, error) {
 		x, err = cfg.NewExecutor(engine.Report)
 	} else {
 		x, err = procexec.New(procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
-			GPUTable: cfg.GPUTable, Report: engine.Report})
+			GPUTable: cfg.GPUTable, PassEnv: cfg.PassEnv, Report: engine.Report})
 	}
 	if err != nil {
 		store.Close()

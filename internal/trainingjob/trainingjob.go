@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -48,6 +49,19 @@ func Parse(payload string) (*Request, error) {
 	}
 	if rest := strings.TrimSpace(payload[dec.InputOffset():]); rest != "" {
 		return nil, fmt.Errorf("serviceRequestPayload: must be one JSON object, found %q after it", cutText(rest, 20))
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Environment)) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("serviceRequestPayload.Environment: the name %q must be non-empty, without '=' or NUL", k)
+		}
+		if strings.ContainsRune(r.Environment[k], 0) {
+			return nil, fmt.Errorf("serviceRequestPayload.Environment[%q]: the value must not hold a NUL", k)
+		}
+	}
+	for k, v := range r.HyperParameters {
+		if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
+			return nil, fmt.Errorf("serviceRequestPayload.HyperParameters: %q must not hold a NUL", k)
+		}
 	}
 	if m := r.StoppingCondition.MaxRuntimeInSeconds; m < 0 || m > math.MaxInt32 {
 		return nil, fmt.Errorf("serviceRequestPayload.StoppingCondition.MaxRuntimeInSeconds: %d must be from 1 to %d", m, math.MaxInt32)

@@ -34,6 +34,11 @@ func TestNeed(t *testing.T) {
 		{`{"ResourceConfig":{"InstanceGroups":[{"InstanceType":"t","InstanceCount":9223372036854775807},{"InstanceType":"t","InstanceCount":2}]}}`, nil,
 			"InstanceGroups[0].InstanceCount: 9223372036854775807 is more than 1048576"},
 		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":4294967297}}`, nil, "InstanceCount: 4294967297 is more than 1048576"},
+		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":1},"Environment":{"SM_NUM_GPUS=8":"x"}}`, nil,
+			`serviceRequestPayload.Environment: the name "SM_NUM_GPUS=8" must be non-empty, without '=' or NUL`},
+		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":1},"Environment":{"":"x"}}`, nil, `the name "" must be non-empty`},
+		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":1},"Environment":{"A\u0000B":"x"}}`, nil, "without '=' or NUL"},
+		{`{"ResourceConfig":{"InstanceType":"t","InstanceCount":1},"Environment":{"A":"x\u0000y"}}`, nil, `Environment["A"]: the value must not hold a NUL`},
 		{strings.Repeat(" ", MaxPayload+1), nil, "more than the 10240 allowed"},
 	} {
 		var need []quotashare.Demand
