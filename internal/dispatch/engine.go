@@ -71,8 +71,11 @@ type Engine struct {
 	// reloaded from the store. deposed means the lease was lost: the engine stops.
 	broken  error
 	deposed bool
-	lease   quotashare.Lease
-	running bool // Run started the loops
+	// commitErr is the last commit's failure, until a commit succeeds: what Health
+	// reports even once the state is reloaded.
+	commitErr error
+	lease     quotashare.Lease
+	running   bool // Run started the loops
 	// releaseOnce gives the lease up once, at Close.
 	releaseOnce sync.Once
 
@@ -210,6 +213,21 @@ func (e *Engine) barrier() error {
 	e.mu.Unlock()
 	e.poke()
 	return <-ch
+}
+
+// Health says why the engine cannot take writes now, or nil: a commit failed and the
+// state has not been reloaded yet (the store refuses writes: a full disk), or the lease
+// was lost.
+func (e *Engine) Health() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.refuse(); err != nil {
+		return err
+	}
+	if e.commitErr != nil {
+		return quotashare.Errorf(quotashare.Internal, "the last commit to the store failed (%v); writes fail until one succeeds", e.commitErr)
+	}
+	return nil
 }
 
 // Passes counts the scheduling passes run so far, over all queues: for metrics, and for
@@ -353,9 +371,14 @@ func (e *Engine) cycle(tick bool) bool {
 	e.waiters, e.extra = nil, nil
 	e.mu.Unlock()
 
-	if err := e.cfg.Store.Commit(context.Background(), e.lease, batch); err != nil {
-		e.failed(err, waiters)
-		return !e.deposed
+	if len(batch) > 0 { // nothing to make durable: no transaction, no fsync
+		if err := e.cfg.Store.Commit(context.Background(), e.lease, batch); err != nil {
+			e.failed(err, waiters)
+			return !e.deposed
+		}
+		e.mu.Lock()
+		e.commitErr = nil
+		e.mu.Unlock()
 	}
 	for _, w := range waiters {
 		w <- nil
@@ -397,7 +420,7 @@ func (e *Engine) call(a control.Action) func(quotashare.Executor) {
 // server now writes the store.
 func (e *Engine) failed(err error, waiters []chan error) {
 	e.mu.Lock()
-	e.broken = err
+	e.broken, e.commitErr = err, err
 	e.deposed = errors.Is(err, quotashare.ErrLeaseLost)
 	waiters = append(waiters, e.waiters...) // came in while the batch was being written
 	e.waiters = nil

@@ -45,6 +45,8 @@ type Config struct {
 	NewExecutor func(report func(quotashare.Report)) (quotashare.Executor, error)
 	// Limits bounds what a client may hold of the server (zero values: the defaults).
 	Limits Limits
+	// Store replaces the SQLite database in Data (tests; other stores).
+	Store quotashare.Store
 	// PassEnv names variables of the server's environment that local jobs get too.
 	PassEnv []string
 	// InsecureNoAuth lets the server listen beyond loopback without Credentials: anyone
@@ -102,7 +104,7 @@ type Server struct {
 	URL    string
 	engine *dispatch.Engine
 	exec   quotashare.Executor
-	store  *sqlite.DB
+	store  quotashare.Store
 	http   *http.Server
 	ln     net.Listener
 	done   chan error
@@ -137,7 +139,10 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := sqlite.Open(cfg.Data)
+	var store quotashare.Store = cfg.Store
+	if store == nil {
+		store, err = sqlite.Open(cfg.Data)
+	}
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -169,7 +174,17 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s := &Server{URL: "http://" + ln.Addr().String(), engine: engine, exec: x, store: store, ln: ln, done: make(chan error, 1)}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	// Healthy and ready while the store takes commits: a load balancer stops sending
+	// writes to a server that cannot keep them.
+	health := func(w http.ResponseWriter, r *http.Request) {
+		if err := engine.Health(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	}
+	mux.HandleFunc("GET /healthz", health)
+	mux.HandleFunc("GET /readyz", health)
 	mux.Handle("GET /logs/{job}", batchapi.Require(verifier, http.HandlerFunc(s.logs)))
 	mux.Handle("/", batchapi.Require(verifier, batchapi.New(engine)))
 	lim := cfg.Limits.withDefaults()
