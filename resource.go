@@ -162,6 +162,9 @@ type Job struct {
 	// statusReason text. StatusReason is rendered from the two when they are set.
 	ReasonCode   ReasonCode
 	ReasonDetail string
+	// RequestDigest identifies the SubmitServiceJob request that made the job (every
+	// member but the clientToken): a resubmit with the same clientToken must match it.
+	RequestDigest string
 	// CapacityRefusals counts the executor's capacity refusals of the job's attempts in a
 	// row (reset when an attempt runs); HeldUntil is when the backoff after the last one
 	// ends at the latest, HeldFor the executor's word on the last one.

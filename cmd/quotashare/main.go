@@ -49,6 +49,9 @@ Example:
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return // the flag set printed the help asked for
+		}
 		fmt.Fprintln(os.Stderr, "quotashare:", err)
 		os.Exit(2)
 	}

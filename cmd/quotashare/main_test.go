@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,6 +65,24 @@ func TestRunErrors(t *testing.T) {
 		err := run(tc.args, &stdout, &stderr)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run(%q) = %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestHelpExitsZero: `quotashare COMMAND --help` prints the command's help and exits 0
+// (it printed "flag: help requested" and exited 2).
+func TestHelpExitsZero(t *testing.T) {
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range slices.Sorted(maps.Keys(completionFlags)) {
+		if len(completionFlags[cmd]) == 0 {
+			continue // takes no flags
+		}
+		out, err := exec.Command(bin, cmd, "--help").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "usage") || strings.Contains(string(out), "help requested") {
+			t.Errorf("quotashare %s --help: %v\n%s", cmd, err, out)
 		}
 	}
 }

@@ -224,6 +224,16 @@ func page(p pageIn) (int, int, error) {
 }
 
 // token encodes the offset to go on from; nil at the end, as the SDK paginators expect.
+// paged is a list answer: the items under their member, and nextToken only when there
+// is a next page (AWS leaves unset members out; it never sends a JSON null).
+func paged(member string, items any, next *string) map[string]any {
+	out := map[string]any{member: items}
+	if next != nil {
+		out["nextToken"] = *next
+	}
+	return out
+}
+
 func token(off int) *string {
 	if off <= 0 {
 		return nil

@@ -53,7 +53,7 @@ func (h *Handler) listPolicies(in *pageIn) (any, error) {
 	for _, a := range arns[lo:hi] {
 		out = append(out, map[string]string{"arn": a})
 	}
-	return map[string]any{"schedulingPolicies": out, "nextToken": next}, nil
+	return paged("schedulingPolicies", out, next), nil
 }
 
 func (h *Handler) deletePolicy(in *arnIn) (any, error) {
@@ -109,7 +109,7 @@ func (h *Handler) describeEnvs(in *envsIn) (any, error) {
 		out = append(out, envOut{ServiceEnvironmentName: v.Name, ServiceEnvironmentArn: v.ARN, ServiceEnvironmentType: "SAGEMAKER_TRAINING",
 			State: enabled(v.Disabled), Status: "VALID", CapacityLimits: limitsOut(v.Limits), Tags: tags})
 	}
-	return map[string]any{"serviceEnvironments": out, "nextToken": next}, nil
+	return paged("serviceEnvironments", out, next), nil
 }
 
 func (h *Handler) deleteEnv(in *envRefIn) (any, error) {
@@ -181,7 +181,7 @@ func (h *Handler) describeQueues(in *queuesIn) (any, error) {
 		}
 		out = append(out, o)
 	}
-	return map[string]any{"jobQueues": out, "nextToken": next}, nil
+	return paged("jobQueues", out, next), nil
 }
 
 func (h *Handler) deleteQueue(in *queueRefIn) (any, error) {
@@ -304,7 +304,7 @@ func (h *Handler) listShares(in *listSharesIn) (any, error) {
 	for _, s := range shares[lo:hi] {
 		out = append(out, shareOutOf(s, false))
 	}
-	return map[string]any{"quotaShares": out, "nextToken": next}, nil
+	return paged("quotaShares", out, next), nil
 }
 
 func (h *Handler) deleteShare(in *shareIn) (any, error) {
@@ -452,7 +452,7 @@ func (h *Handler) listJobs(in *listJobsIn) (any, error) {
 	for _, j := range jobs {
 		out = append(out, h.jobOutOf(j, false))
 	}
-	return map[string]any{"jobSummaryList": out, "nextToken": token(next)}, nil
+	return paged("jobSummaryList", out, token(next)), nil
 }
 
 func (h *Handler) updateJob(in *jobIDIn) (any, error) {

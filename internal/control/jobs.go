@@ -2,6 +2,9 @@ package control
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
@@ -106,12 +109,22 @@ func (e *State) Submit(in JobInput, need []quotashare.Demand) (out quotashare.Jo
 	err = e.write(func(now time.Time) error {
 		if id, ok := e.tokens[in.ClientToken]; ok && in.ClientToken != "" {
 			j := e.jobs[id]
-			if j != nil && j.Name == in.Name && j.QueueARN == qarn && j.Payload == in.Payload && j.Share == in.Share &&
-				reflect.DeepEqual(j.Retry, in.Retry) && maps.Equal(j.Tags, in.Tags) {
-				out = cloneJob(j)
-				return nil
+			if j == nil {
+				return quotashare.Errorf(quotashare.Conflict, "clientToken: %s was already used for another request (job %s); use a new token", in.ClientToken, id)
 			}
-			return quotashare.Errorf(quotashare.Conflict, "clientToken: %s was already used for another request (job %s); use a new token", in.ClientToken, id)
+			differs := sameRequest(j, in, qarn) != "" // a job stored before digests
+			if j.RequestDigest != "" {
+				differs = j.RequestDigest != requestDigest(in, qarn)
+			}
+			if differs {
+				what := "request"
+				if diff := sameRequest(j, in, qarn); diff != "" {
+					what = diff
+				}
+				return quotashare.Errorf(quotashare.Conflict, "clientToken: %s was already used for another request (job %s; its %s differs); use a new token", in.ClientToken, id, what)
+			}
+			out = cloneJob(j)
+			return nil
 		}
 		qs := e.queues[qarn]
 		if qs == nil {
@@ -134,6 +147,9 @@ func (e *State) Submit(in JobInput, need []quotashare.Demand) (out quotashare.Jo
 		j := &quotashare.Job{ID: id, Name: in.Name, ARN: e.arn("service-job", id), QueueARN: qarn, Share: in.Share,
 			Payload: in.Payload, Need: need, Status: quotashare.Runnable, CreatedAt: now, RunnableSince: now,
 			Retry: in.Retry, PreemptionRetries: in.PreemptionRetries, Tags: maps.Clone(in.Tags), ClientToken: in.ClientToken}
+		if in.ClientToken != "" {
+			j.RequestDigest = requestDigest(in, qarn)
+		}
 		if in.Priority != nil {
 			j.Priority = *in.Priority
 		}
@@ -158,6 +174,49 @@ func (e *State) Submit(in JobInput, need []quotashare.Demand) (out quotashare.Jo
 		return nil
 	})
 	return out, err
+}
+
+// sameRequest compares a resubmitted request with the job its clientToken made, member by
+// member, and names the first that differs ("" when none does): a retry with the same
+// token must be the same request, or its change would be silently dropped.
+func sameRequest(j *quotashare.Job, in JobInput, qarn string) string {
+	prio, timeout := 0, 0
+	if in.Priority != nil {
+		prio = *in.Priority
+	}
+	if in.TimeoutSeconds != nil {
+		timeout = *in.TimeoutSeconds
+	}
+	switch {
+	case j.Name != in.Name:
+		return "jobName"
+	case j.QueueARN != qarn:
+		return "jobQueue"
+	case j.Share != in.Share:
+		return "quotaShareName"
+	case j.Payload != in.Payload:
+		return "serviceRequestPayload"
+	case j.Priority != prio:
+		return "schedulingPriority"
+	case !reflect.DeepEqual(j.Retry, in.Retry):
+		return "retryStrategy"
+	case !reflect.DeepEqual(j.PreemptionRetries, in.PreemptionRetries):
+		return "preemptionConfiguration"
+	case j.TimeoutSeconds != timeout:
+		return "timeoutConfig"
+	case !maps.Equal(j.Tags, in.Tags):
+		return "tags"
+	}
+	return ""
+}
+
+// requestDigest identifies a SubmitServiceJob request: every member but the clientToken,
+// the queue by name.
+func requestDigest(in JobInput, qarn string) string {
+	in.ClientToken, in.Queue = "", nameOf(qarn)
+	b, _ := json.Marshal(in) // maps marshal in key order
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
 }
 
 func cloneJob(j *quotashare.Job) quotashare.Job {

@@ -137,6 +137,7 @@ type storedJob struct {
 	TerminateReason   string            `json:"terminateReason,omitempty"`
 	ReasonCode        string            `json:"reasonCode,omitempty"`
 	ReasonDetail      string            `json:"reasonDetail,omitempty"`
+	RequestDigest     string            `json:"requestDigest,omitempty"`
 	CapacityRefusals  int               `json:"capacityRefusals,omitempty"`
 	HeldUntil         time.Time         `json:"heldUntil,omitzero"`
 	HeldFor           string            `json:"heldFor,omitempty"`
@@ -177,7 +178,7 @@ func toStoredJob(j *quotashare.Job) storedJob {
 		Need: toStoredDemands(j.Need), Status: string(j.Status), StatusReason: j.StatusReason, CreatedAt: j.CreatedAt, StoppedAt: j.StoppedAt,
 		RunnableSince: j.RunnableSince, IsTerminated: j.IsTerminated, PreemptionRetries: j.PreemptionRetries, TimeoutSeconds: j.TimeoutSeconds,
 		Tags: j.Tags, ClientToken: j.ClientToken, Attempts: convert(j.Attempts, toStoredAttempt), Preempted: convert(j.Preempted, toStoredAttempt),
-		PreemptedCount: j.PreemptedCount, Seq: j.Seq, TerminateReason: j.TerminateReason, ReasonCode: string(j.ReasonCode), ReasonDetail: j.ReasonDetail,
+		PreemptedCount: j.PreemptedCount, Seq: j.Seq, TerminateReason: j.TerminateReason, ReasonCode: string(j.ReasonCode), ReasonDetail: j.ReasonDetail, RequestDigest: j.RequestDigest,
 		CapacityRefusals: j.CapacityRefusals, HeldUntil: j.HeldUntil, HeldFor: j.HeldFor}
 	if j.Retry != nil {
 		s.Retry = &storedRetry{Attempts: j.Retry.Attempts,
@@ -196,7 +197,7 @@ func (e *State) fromStoredJob(s storedJob) *quotashare.Job {
 		StatusReason: s.StatusReason, CreatedAt: s.CreatedAt, StoppedAt: s.StoppedAt, RunnableSince: s.RunnableSince,
 		IsTerminated: s.IsTerminated, PreemptionRetries: s.PreemptionRetries, TimeoutSeconds: s.TimeoutSeconds, Tags: s.Tags,
 		ClientToken: s.ClientToken, Attempts: convert(s.Attempts, fromStoredAttempt), Preempted: convert(s.Preempted, fromStoredAttempt),
-		PreemptedCount: s.PreemptedCount, Seq: s.Seq, TerminateReason: s.TerminateReason, ReasonCode: quotashare.ReasonCode(s.ReasonCode), ReasonDetail: s.ReasonDetail,
+		PreemptedCount: s.PreemptedCount, Seq: s.Seq, TerminateReason: s.TerminateReason, ReasonCode: quotashare.ReasonCode(s.ReasonCode), ReasonDetail: s.ReasonDetail, RequestDigest: s.RequestDigest,
 		CapacityRefusals: s.CapacityRefusals, HeldUntil: s.HeldUntil, HeldFor: s.HeldFor}
 	if s.Retry != nil {
 		j.Retry = &quotashare.RetryStrategy{Attempts: s.Retry.Attempts,

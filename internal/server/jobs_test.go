@@ -309,3 +309,69 @@ func TestUpdateSchedulingPolicy(t *testing.T) {
 		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
 	clientError(t, err, "does not exist")
 }
+
+// TestClientTokenWholeRequest: a resubmit with a used clientToken must be the same request
+// in every member; a different priority, preemption configuration or timeout is refused,
+// naming the member, instead of being silently dropped. The original request still
+// matches after the job's priority was updated.
+func TestClientTokenWholeRequest(t *testing.T) {
+	s, c := start(t, t.TempDir(), 0)
+	setup(t, c, "q", 1, share("a", "LEND", 1, nil, false))
+	base := func() *batch.SubmitServiceJobInput {
+		in := job("q", "a", payload("true", 1))
+		in.ClientToken = aws.String("tok-2")
+		return in
+	}
+	first := must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, base()))
+	for _, c2 := range []struct {
+		change func(*batch.SubmitServiceJobInput)
+		member string
+	}{
+		{func(in *batch.SubmitServiceJobInput) {
+			in.SchedulingPriority = aws.Int32(aws.ToInt32(in.SchedulingPriority) + 1)
+		}, "schedulingPriority"},
+		{func(in *batch.SubmitServiceJobInput) {
+			in.PreemptionConfiguration = &types.ServiceJobPreemptionConfiguration{PreemptionRetriesBeforeTermination: aws.Int32(2)}
+		}, "preemptionConfiguration"},
+		{func(in *batch.SubmitServiceJobInput) {
+			in.TimeoutConfig = &types.ServiceJobTimeout{AttemptDurationSeconds: aws.Int32(600)}
+		}, "timeoutConfig"},
+		{func(in *batch.SubmitServiceJobInput) { in.Tags = map[string]string{"k": "v"} }, "tags"},
+	} {
+		in := base()
+		c2.change(in)
+		_, err := c.SubmitServiceJob(ctx, in)
+		clientError(t, err, "its "+c2.member+" differs")
+	}
+	must[*batch.UpdateServiceJobOutput](t)(c.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: first.JobId, SchedulingPriority: aws.Int32(7)}))
+	again := must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, base()))
+	if *again.JobId != *first.JobId {
+		t.Errorf("the original request after an update made job %s, want %s", *again.JobId, *first.JobId)
+	}
+	if jobs, _, _ := s.Engine().ListJobs(listAll("q"), 0, 100); len(jobs) != 1 {
+		t.Errorf("%d jobs, want 1", len(jobs))
+	}
+}
+
+// TestNoNullNextToken: a last page leaves nextToken out, as AWS does, rather than
+// sending a JSON null.
+func TestNoNullNextToken(t *testing.T) {
+	s, c := start(t, t.TempDir(), 0)
+	setup(t, c, "q", 1, share("a", "LEND", 1, nil, false))
+	for op, body := range map[string]string{"listschedulingpolicies": `{}`, "describeserviceenvironments": `{}`, "describejobqueues": `{}`,
+		"listquotashares": `{"jobQueue":"q"}`, "listservicejobs": `{"jobQueue":"q"}`} {
+		resp, err := http.Post(s.URL+"/v1/"+op, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]json.RawMessage
+		json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d", op, resp.StatusCode)
+		}
+		if v, ok := out["nextToken"]; ok {
+			t.Errorf("%s: nextToken %s on the last page, want it left out", op, v)
+		}
+	}
+}
