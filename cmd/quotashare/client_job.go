@@ -160,8 +160,10 @@ func describeCmd(args []string, stdout, stderr io.Writer) error {
 	line("instances", v.Instances)
 	line("created", v.CreatedAt)
 	line("reason", v.StatusReason)
-	for i, a := range v.Attempts {
-		line(fmt.Sprintf("attempt %d", i+1), a.Attempt+": "+a.StartedAt+" to "+a.StoppedAt+": "+a.StatusReason)
+	for _, a := range v.Attempts {
+		// Numbered as their ids are (<job id>-N): preempted attempts take numbers too.
+		n := a.Attempt[strings.LastIndexByte(a.Attempt, '-')+1:]
+		line("attempt "+n, a.Attempt+": "+a.StartedAt+" to "+a.StoppedAt+": "+a.StatusReason)
 	}
 	if v.PreemptedCount > 0 {
 		line("preempted", fmt.Sprintf("%d time(s); the latest first:", v.PreemptedCount))

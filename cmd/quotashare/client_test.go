@@ -111,6 +111,15 @@ func TestClientCommands(t *testing.T) {
 	if v.Status != "FAILED" || v.StatusReason != "not needed" || !v.IsTerminated {
 		t.Errorf("after terminate: %s %q %v", v.Status, v.StatusReason, v.IsTerminated)
 	}
+	// Attempts are numbered as their ids are: the first attempt was preempted, so an
+	// attempt that ran after it is attempt 2, not "attempt 1".
+	text := mustRun("describe", first)
+	for _, a := range v.Attempts {
+		n := a.Attempt[strings.LastIndexByte(a.Attempt, '-')+1:]
+		if n == "1" || !strings.Contains(text, "attempt "+n+"  "+a.Attempt) {
+			t.Errorf("describe numbers attempt %s otherwise:\n%s", a.Attempt, text)
+		}
+	}
 	os.WriteFile(gate, nil, 0o644)
 
 	// Errors: one line, a non-zero exit.

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/dispatch"
@@ -355,6 +356,43 @@ func (h *Handler) attemptOut(a quotashare.Attempt) attemptOut {
 	return attemptOut{ServiceResourceId: h.trainingJobARN(a.ID), StartedAt: msp(a.StartedAt), StoppedAt: msp(a.StoppedAt), StatusReason: a.StatusReason}
 }
 
+// latestOf is a job's newest attempt: the running one, else the newest of those ended
+// and preempted (by scheduling time); nil before the first.
+func latestOf(j quotashare.Job) *quotashare.Attempt {
+	if j.Current != nil {
+		return j.Current
+	}
+	var latest *quotashare.Attempt
+	for _, as := range [][]quotashare.Attempt{j.Attempts, j.Preempted} {
+		for i := range as {
+			if latest == nil || as[i].ScheduledAt.After(latest.ScheduledAt) {
+				latest = &as[i]
+			}
+		}
+	}
+	return latest
+}
+
+// firstStart is when the job's first attempt started running, as far as the attempts
+// kept show it (a job keeps its last 10 preempted attempts).
+func firstStart(j quotashare.Job) time.Time {
+	var first time.Time
+	consider := func(a quotashare.Attempt) {
+		if !a.StartedAt.IsZero() && (first.IsZero() || a.StartedAt.Before(first)) {
+			first = a.StartedAt
+		}
+	}
+	if j.Current != nil {
+		consider(*j.Current)
+	}
+	for _, as := range [][]quotashare.Attempt{j.Attempts, j.Preempted} {
+		for _, a := range as {
+			consider(a)
+		}
+	}
+	return first
+}
+
 // jobOutOf renders a job; full adds what only DescribeServiceJob returns.
 func (h *Handler) jobOutOf(j quotashare.Job, full bool) jobOut {
 	o := jobOut{JobId: j.ID, JobName: j.Name, JobArn: j.ARN, ServiceJobType: "SAGEMAKER_TRAINING", Status: string(j.Status),
@@ -362,20 +400,14 @@ func (h *Handler) jobOutOf(j quotashare.Job, full bool) jobOut {
 	if j.ReasonCode != "" {
 		o.QuotashareReason = &Reason{Code: string(j.ReasonCode), Detail: j.ReasonDetail}
 	}
-	latest := j.Current
-	if latest == nil && len(j.Attempts) > 0 {
-		latest = &j.Attempts[len(j.Attempts)-1]
-	}
-	if latest != nil {
+	// latestAttempt is the newest attempt, running, ended or preempted, until another
+	// starts; scheduledAt is its scheduling, startedAt the job's first start. A job that
+	// never had an attempt has neither latestAttempt nor those times.
+	if latest := latestOf(j); latest != nil {
 		o.LatestAttempt = &latestAttempt{ServiceResourceId: h.trainingJobARN(latest.ID)}
+		o.ScheduledAt = msp(latest.ScheduledAt)
 	}
-	if j.Current != nil {
-		o.ScheduledAt = msp(j.Current.ScheduledAt)
-		o.StartedAt = msp(j.Current.StartedAt)
-	} else if len(j.Attempts) > 0 {
-		a := j.Attempts[len(j.Attempts)-1]
-		o.ScheduledAt, o.StartedAt = msp(a.ScheduledAt), msp(a.StartedAt)
-	}
+	o.StartedAt = msp(firstStart(j))
 	for _, d := range j.Need {
 		o.CapacityUsage = append(o.CapacityUsage, capacityUsage{CapacityUnit: d.InstanceType, Quantity: float64(d.Count)})
 	}

@@ -204,6 +204,22 @@ func TestCommands(t *testing.T) {
 				EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}})
 			return err
 		}, "schedulingPolicyArn", nil},
+		{"create queue without a type", func(s *State, _ map[string]string) error {
+			if _, err := s.CreateEnvironment(EnvironmentInput{Name: "e2", Type: "SAGEMAKER_TRAINING",
+				Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}); err != nil {
+				return err
+			}
+			prio := 1
+			_, err := s.CreateQueue(QueueInput{Name: "q2", Priority: &prio, PolicyARN: arnPrefix + "scheduling-policy/p",
+				EnvOrder: []EnvOrder{{Order: 1, Environment: "e2"}}})
+			return err
+		}, "", []string{"environment e2", "queue q2"}},
+		{"create queue of another type", func(s *State, _ map[string]string) error {
+			prio := 1
+			_, err := s.CreateQueue(QueueInput{Name: "q2", Type: "ECS", Priority: &prio, PolicyARN: arnPrefix + "scheduling-policy/p",
+				EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}})
+			return err
+		}, `jobQueueType: "ECS" must be SAGEMAKER_TRAINING`, nil},
 		{"update queue priority", func(s *State, _ map[string]string) error {
 			prio := 5
 			_, err := s.UpdateQueue("q", QueueInput{Priority: &prio})

@@ -437,7 +437,9 @@ func (e *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 	if *in.Priority < 0 || *in.Priority > 1000 {
 		return out, invalid("priority: %d must be from 0 to 1000", *in.Priority)
 	}
-	if in.Type != "SAGEMAKER_TRAINING" {
+	// jobQueueType is optional in AWS's model: a queue then has its environment's type,
+	// and every environment here is SAGEMAKER_TRAINING.
+	if in.Type != "SAGEMAKER_TRAINING" && in.Type != "" {
 		return out, invalid("jobQueueType: %q must be SAGEMAKER_TRAINING: quotashare runs SageMaker training service jobs", in.Type)
 	}
 	if in.ComputeEnvironments > 0 {

@@ -375,3 +375,42 @@ func TestNoNullNextToken(t *testing.T) {
 		}
 	}
 }
+
+// TestLatestAttemptAfterPreemption: a preempted job, RUNNABLE again, keeps its last
+// attempt as latestAttempt (the SageMaker SDK reads latestAttempt.serviceResourceId) and
+// its first start as startedAt, in DescribeServiceJob and in ListServiceJobs; a job that
+// never started has neither.
+func TestLatestAttemptAfterPreemption(t *testing.T) {
+	dir := t.TempDir()
+	s, c := start(t, filepath.Join(dir, "data"), time.Second)
+	hundred := int32(100)
+	setup(t, c, "q", 2, share("a", "LEND", 1, nil, false), share("b", "LEND_AND_BORROW", 1, &hundred, false))
+	gate := gated(filepath.Join(dir, "go"))
+	b1 := submit(t, c, "q", "b1", "b", 1, gate)
+	b2 := submit(t, c, "q", "b2", "b", 1, gate)
+	waitStatus(t, c, b1, types.ServiceJobStatusRunning)
+	running := waitStatus(t, c, b2, types.ServiceJobStatusRunning)
+	firstStart := aws.ToInt64(running.StartedAt)
+	attempt := aws.ToString(running.LatestAttempt.ServiceResourceId.Value)
+	a1 := submit(t, c, "q", "a1", "a", 1, gate) // reclaims the instance b2 borrowed
+	d := waitStatus(t, c, b2, types.ServiceJobStatusRunnable)
+	if d.LatestAttempt == nil || aws.ToString(d.LatestAttempt.ServiceResourceId.Value) != attempt {
+		t.Errorf("preempted job's latestAttempt: %+v, want %s", d.LatestAttempt, attempt)
+	}
+	if aws.ToInt64(d.StartedAt) != firstStart {
+		t.Errorf("preempted job's startedAt: %v, want the first start %d", d.StartedAt, firstStart)
+	}
+	list := must[*batch.ListServiceJobsOutput](t)(c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("q"), JobStatus: types.ServiceJobStatusRunnable}))
+	for _, j := range list.JobSummaryList {
+		if aws.ToString(j.JobId) == b2 && (j.LatestAttempt == nil || aws.ToString(j.LatestAttempt.ServiceResourceId.Value) != attempt) {
+			t.Errorf("ListServiceJobs: b2's latestAttempt %+v", j.LatestAttempt)
+		}
+	}
+	waitStatus(t, c, a1, types.ServiceJobStatusRunning)
+	never := submit(t, c, "q", "never", "a", 1, gate) // a is at its limit: it waits
+	if d := waitStatus(t, c, never, types.ServiceJobStatusRunnable); d.LatestAttempt != nil || d.StartedAt != nil {
+		t.Errorf("a job that never started: latestAttempt %+v startedAt %v", d.LatestAttempt, d.StartedAt)
+	}
+	_ = s
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+}
