@@ -51,6 +51,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		passEnv = append(passEnv, v)
 		return nil
 	})
+	initData := fs.Bool("init", false, "start on a data folder whose database is missing or empty although its attempts/ shows prior use (it would otherwise be refused)")
 	insecure := fs.Bool("insecure-no-auth", false, "allow an --addr beyond loopback without --credentials (anyone who reaches it can run commands here)")
 	executor := fs.String("executor", "local", "where attempts run: local (processes on this host) or kubernetes (Pods)")
 	kubeconfig := fs.String("kubeconfig", "", "kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster configuration of a Pod)")
@@ -66,7 +67,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--preemption-grace: %s must not be negative", *grace)
 	}
 	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace, Credentials: *creds,
-		InsecureNoAuth: *insecure, PassEnv: passEnv}
+		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData}
 	cfg.GPUs = splitList(*gpus)
 	if *gpus == "" {
 		cfg.GPUs = detectGPUs()

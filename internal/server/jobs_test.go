@@ -315,10 +315,12 @@ func TestUpdateSchedulingPolicy(t *testing.T) {
 // naming the member, instead of being silently dropped. The original request still
 // matches after the job's priority was updated.
 func TestClientTokenWholeRequest(t *testing.T) {
-	s, c := start(t, t.TempDir(), 0)
+	dir := t.TempDir()
+	s, c := start(t, filepath.Join(dir, "data"), 0)
 	setup(t, c, "q", 1, share("a", "LEND", 1, nil, false))
+	defer os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 	base := func() *batch.SubmitServiceJobInput {
-		in := job("q", "a", payload("true", 1))
+		in := job("q", "a", payload(gated(filepath.Join(dir, "go")), 1)) // runs until the test ends: its priority can change
 		in.ClientToken = aws.String("tok-2")
 		return in
 	}

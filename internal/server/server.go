@@ -6,12 +6,14 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,6 +49,10 @@ type Config struct {
 	Limits Limits
 	// Store replaces the SQLite database in Data (tests; other stores).
 	Store quotashare.Store
+	// Init lets the server start on a data folder that shows prior use (attempts/) but
+	// whose database is missing or empty; without it such a folder is refused, since a
+	// lost database would otherwise start empty without a word.
+	Init bool
 	// PassEnv names variables of the server's environment that local jobs get too.
 	PassEnv []string
 	// InsecureNoAuth lets the server listen beyond loopback without Credentials: anyone
@@ -141,6 +147,10 @@ func Start(cfg Config) (*Server, error) {
 	}
 	var store quotashare.Store = cfg.Store
 	if store == nil {
+		if err := priorUse(cfg.Data, cfg.Init); err != nil {
+			ln.Close()
+			return nil, err
+		}
 		store, err = sqlite.Open(cfg.Data)
 	}
 	if err != nil {
@@ -187,12 +197,42 @@ func Start(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /readyz", health)
 	mux.Handle("GET /logs/{job}", batchapi.Require(verifier, http.HandlerFunc(s.logs)))
 	mux.Handle("/", batchapi.Require(verifier, batchapi.New(engine)))
+	// ServeMux answers an unclean path (/v1/../x) with a redirect; an API answers 404.
+	clean := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p && path.Clean(p)+"/" != p {
+			b, _ := json.Marshal(map[string]string{"__type": "ClientException", "message": fmt.Sprintf("%q: no such path; the API is POST /v1/<operation>", p)})
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Amzn-ErrorType", "ClientException")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write(append(b, '\n'))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 	lim := cfg.Limits.withDefaults()
 	s.logWrite = lim.LogWrite
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write,
+	s.http = &http.Server{Handler: clean, ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write,
 		IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes}
 	go func() { s.done <- s.http.Serve(capConns(ln, lim.MaxConns)) }()
 	return s, nil
+}
+
+// priorUse refuses a data folder whose attempts show it was used while its database is
+// missing or empty, unless init is set.
+func priorUse(data string, init bool) error {
+	if init {
+		return nil
+	}
+	entries, err := os.ReadDir(filepath.Join(data, "attempts"))
+	if err != nil || len(entries) == 0 {
+		return nil // a new folder
+	}
+	fi, err := os.Stat(filepath.Join(data, sqlite.FileName))
+	if err == nil && fi.Size() > 0 {
+		return nil
+	}
+	return fmt.Errorf("data folder %s shows prior use (%d attempt(s) in attempts/) but its database %s is missing or empty: restore it with its -wal file from a backup, or give --init to start afresh",
+		data, len(entries), sqlite.FileName)
 }
 
 // loopback says whether an address listens on this host only.
