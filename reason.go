@@ -61,6 +61,7 @@ const (
 	ExitTimeout        ExitKind = "Timeout"        // stopped at its run-time limit
 	ExitStopped        ExitKind = "Stopped"        // stopped on the server's request
 	ExitCapacity       ExitKind = "CAPACITY"       // refused for lack of capacity (Report.Capacity)
+	ExitHostError      ExitKind = "HOST"           // the host failed the launch (Report.Capacity): no descriptors, a full or read-only disk
 	// Kubernetes only.
 	ExitPodDeleted     ExitKind = "PodDeleted"                // a Pod was deleted by someone else
 	ExitEvicted        ExitKind = "Evicted"                   // the cluster deleted a Pod

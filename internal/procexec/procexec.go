@@ -170,7 +170,13 @@ func (x *Executor) Start(spec quotashare.AttemptSpec) error {
 	err := x.launch(r)
 	x.mu.Unlock()
 	if err != nil {
-		return err
+		var je *jobError
+		if errors.As(err, &je) {
+			return err // the job's own fault: CannotStart uses one of its attempts
+		}
+		// The host's: requeued with a backoff, without using an attempt.
+		go x.report(hostFailure(spec, err))
+		return nil
 	}
 	x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptRunning})
 	return nil
@@ -180,7 +186,7 @@ func (x *Executor) Start(spec quotashare.AttemptSpec) error {
 func (x *Executor) launch(r *run) error {
 	req := r.spec.Request
 	if req == nil {
-		return x.failLaunch(r, errors.New("serviceRequestPayload: the attempt carries no parsed request"))
+		return x.failLaunch(r, &jobError{errors.New("serviceRequestPayload: the attempt carries no parsed request")})
 	}
 	hosts, types := trainingjob.Instances(r.spec.Need)
 	// GPUs first: an attempt that cannot have its GPUs does not start at all.
@@ -258,6 +264,20 @@ func (x *Executor) launch(r *run) error {
 	return nil
 }
 
+// jobError is a launch failure that is the job's fault (its entrypoint is no program);
+// any other launch failure is the host's (descriptors, disk, process limits).
+type jobError struct{ err error }
+
+func (e *jobError) Error() string { return e.err.Error() }
+func (e *jobError) Unwrap() error { return e.err }
+
+// hostFailure is the report of an attempt the host could not launch: like a lack of
+// capacity, it requeues the job with a backoff and uses none of its attempts.
+func hostFailure(spec quotashare.AttemptSpec, err error) quotashare.Report {
+	return quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
+		Kind: quotashare.ExitHostError, Reason: "HOST:LAUNCH_FAILED - this host could not launch the attempt: " + err.Error()}
+}
+
 func (x *Executor) failLaunch(r *run, err error) error {
 	delete(x.runs, r.spec.AttemptID)
 	x.release(r)
@@ -329,7 +349,7 @@ func lookPath(name string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint[0]: %q is no program in the job's PATH (%s)", name, path)
+	return "", &jobError{fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint[0]: %q is no program in the job's PATH (%s)", name, path)}
 }
 
 func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, hosts []string, idir string) []string {
@@ -493,7 +513,13 @@ func (x *Executor) result(r *run) quotashare.Report {
 	}
 	switch {
 	case r.launchErr != nil:
-		rep.Kind, rep.Reason = quotashare.ExitCannotStart, "CannotStart: "+r.launchErr.Error()
+		var je *jobError
+		if errors.As(r.launchErr, &je) {
+			rep.Kind, rep.Reason = quotashare.ExitCannotStart, "CannotStart: "+r.launchErr.Error()
+		} else {
+			h := hostFailure(r.spec, r.launchErr)
+			rep.Capacity, rep.Kind, rep.Reason, rep.ExitCode = true, h.Kind, h.Reason, nil
+		}
 	case r.timedOut:
 		d, what := trainingjob.Limit(r.spec)
 		rep.Kind = quotashare.ExitTimeout

@@ -344,27 +344,37 @@ func TestJobEnvironment(t *testing.T) {
 // PATH, never as a builtin of the supervisor's shell: ["eval", "..."] once ran shell code.
 func TestEntrypointIsAProgram(t *testing.T) {
 	dir := t.TempDir()
-	x, ch := newExec(t, dir, time.Second)
+	x, _ := newExec(t, dir, time.Second)
 	work := filepath.Join(dir, "b1", "algo-1", "work")
 	b, _ := json.Marshal(map[string]any{
 		"AlgorithmSpecification": map[string]any{"ContainerEntrypoint": []string{"eval", "echo pwned > pwned.txt"}},
 		"ResourceConfig":         map[string]any{"InstanceType": "ml.g5.xlarge", "InstanceCount": 1},
 	})
+	// The job's own fault: Start fails, and the server ends the attempt as CannotStart.
 	err := x.Start(spec("b1", string(b)))
-	var reason string
-	if err != nil {
-		reason = err.Error()
-	} else {
-		rep := ch.next(t, quotashare.AttemptExited)
-		if rep.Success {
-			t.Fatalf("eval ran: %+v", rep)
-		}
-		reason = rep.Reason
-	}
-	if !strings.Contains(reason, `ContainerEntrypoint[0]: "eval" is no program in the job's PATH`) {
-		t.Errorf("reason %q", reason)
+	if err == nil || !strings.Contains(err.Error(), `ContainerEntrypoint[0]: "eval" is no program in the job's PATH`) {
+		t.Errorf("Start = %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(work, "pwned.txt")); err == nil {
 		t.Error("the shell builtin ran")
+	}
+}
+
+// TestHostLaunchFailure: an attempt the host cannot launch (here its folder cannot be
+// made: a file is in the way, as a read-only or full disk would refuse it) is reported as
+// the host's failure, which requeues the job with a backoff without using one of its
+// attempts, not as CannotStart.
+func TestHostLaunchFailure(t *testing.T) {
+	dir := t.TempDir()
+	x, ch := newExec(t, dir, time.Second)
+	if err := os.WriteFile(filepath.Join(dir, "h1"), []byte("in the way"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Start(spec("h1", payload(t, "true", nil))); err != nil {
+		t.Fatalf("Start = %v, want the failure reported", err)
+	}
+	rep := ch.next(t, quotashare.AttemptExited)
+	if !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.HasPrefix(rep.Reason, "HOST:LAUNCH_FAILED - this host could not launch the attempt: ") {
+		t.Errorf("report %+v", rep)
 	}
 }
