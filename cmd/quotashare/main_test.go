@@ -52,6 +52,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"serve", "--preemption-grace", "-1s"}, "--preemption-grace: -1s must not be negative"},
 		{[]string{"serve", "--gpu-table", "/nonexistent.json"}, "--gpu-table: open /nonexistent.json"},
 		{[]string{"serve", "--executor", "k8s"}, `--executor: "k8s" must be local or kubernetes`},
+		{[]string{"serve", "--unstaged-channels", "maybe"}, `--unstaged-channels: "maybe" must be refuse or allow`},
 		{[]string{"serve", "--namespace", "x"}, "--kubeconfig, --namespace and --kube-options need --executor kubernetes"},
 		{[]string{"serve", "--executor", "kubernetes", "--kube-options", badKube}, `--kube-options: tolerations[0].operator: "Maybe" must be Exists or Equal`},
 		{[]string{"serve", "--executor", "kubernetes", "--namespace", "Bad_NS"}, `namespace: "Bad_NS" is not a namespace name`},

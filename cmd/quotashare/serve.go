@@ -51,6 +51,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		passEnv = append(passEnv, v)
 		return nil
 	})
+	unstaged := fs.String("unstaged-channels", "refuse", "local executor: refuse payloads whose InputDataConfig channels name data not on this host, or allow them (the job fetches its own data)")
 	initData := fs.Bool("init", false, "start on a data folder whose database is missing or empty although its attempts/ shows prior use (it would otherwise be refused)")
 	insecure := fs.Bool("insecure-no-auth", false, "allow an --addr beyond loopback without --credentials (anyone who reaches it can run commands here)")
 	executor := fs.String("executor", "local", "where attempts run: local (processes on this host) or kubernetes (Pods)")
@@ -67,7 +68,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--preemption-grace: %s must not be negative", *grace)
 	}
 	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace, Credentials: *creds,
-		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData}
+		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData, UnstagedChannels: *unstaged == "allow"}
 	cfg.GPUs = splitList(*gpus)
 	if *gpus == "" {
 		cfg.GPUs = detectGPUs()
@@ -85,6 +86,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case *executor != "local" && !kube:
 		return fmt.Errorf("--executor: %q must be local or kubernetes", *executor)
+	case *unstaged != "refuse" && *unstaged != "allow":
+		return fmt.Errorf("--unstaged-channels: %q must be refuse or allow", *unstaged)
 	case !kube && (*kubeconfig != "" || *namespace != "" || *kubeOptions != ""):
 		return fmt.Errorf("--kubeconfig, --namespace and --kube-options need --executor kubernetes")
 	case kube:

@@ -51,6 +51,9 @@ type Config struct {
 	// groups are checked (default 100ms).
 	Now  func() time.Time
 	Poll time.Duration
+	// UnstagedChannels accepts payloads whose InputDataConfig channels name data the
+	// executor does not stage (the job fetches its own); by default they are refused.
+	UnstagedChannels bool
 	// PassEnv names variables of the server's environment that jobs get too; beyond
 	// them a job sees only BaseEnv, its payload's Environment and SageMaker's variables.
 	PassEnv []string
@@ -129,7 +132,20 @@ func (x *Executor) GPUsFor(instanceType string) int {
 // Check says whether this executor can run the request.
 func (x *Executor) Check(req *quotashare.TrainingRequest) error {
 	if len(req.AlgorithmSpecification.ContainerEntrypoint) == 0 {
-		return fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint: is required by the local executor, which runs ContainerEntrypoint + ContainerArguments as a process on this host")
+		return fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint: is required by the local executor, which runs ContainerEntrypoint + ContainerArguments as a process on this host; set it (e.g. [\"python\", \"train.py\"]), or run the server with --executor kubernetes, which runs the TrainingImage")
+	}
+	// Channels are staged only from this host's folders: data elsewhere would be missing
+	// when the job reads it, long after the submit.
+	if !x.cfg.UnstagedChannels {
+		var remote []string
+		for _, c := range req.InputDataConfig {
+			if c.LocalPath() == "" {
+				remote = append(remote, c.ChannelName)
+			}
+		}
+		if len(remote) > 0 {
+			return fmt.Errorf("serviceRequestPayload.InputDataConfig: channel(s) %s name data the local executor does not stage (only FileSystemDataSource directories and file:// or /path S3Uris on this host); point them at local folders, or run the server with --unstaged-channels allow if the job fetches its own data", strings.Join(remote, ", "))
+		}
 	}
 	need, err := trainingjob.Need(req)
 	if err != nil {

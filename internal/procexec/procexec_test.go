@@ -378,3 +378,31 @@ func TestHostLaunchFailure(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 }
+
+// TestCheckSaysWhatToDo: a payload the local executor cannot run is refused at submit,
+// saying what to do: a plain ModelTrainer payload (an image, no entrypoint), and data
+// channels the executor does not stage, unless the server allows them.
+func TestCheckSaysWhatToDo(t *testing.T) {
+	x, _ := newExec(t, t.TempDir(), time.Second)
+	image := parsed(`{"AlgorithmSpecification":{"TrainingImage":"img"},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`)
+	if err := x.Check(image); err == nil || !strings.Contains(err.Error(), "--executor kubernetes") || !strings.Contains(err.Error(), "ContainerEntrypoint") {
+		t.Errorf("an image without an entrypoint: %v", err)
+	}
+	local := t.TempDir()
+	pl := parsed(`{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1},
+		"InputDataConfig":[{"ChannelName":"train","DataSource":{"S3DataSource":{"S3Uri":"s3://bucket/train"}}},
+		{"ChannelName":"test","DataSource":{"FileSystemDataSource":{"DirectoryPath":"` + local + `"}}},
+		{"ChannelName":"val","DataSource":{"S3DataSource":{"S3Uri":"s3://bucket/val"}}}]}`)
+	if err := x.Check(pl); err == nil || !strings.Contains(err.Error(), "channel(s) train, val name data the local executor does not stage") ||
+		!strings.Contains(err.Error(), "--unstaged-channels allow") {
+		t.Errorf("remote channels: %v", err)
+	}
+	y, err := New(Config{Dir: t.TempDir(), UnstagedChannels: true, Report: func(quotashare.Report) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	if err := y.Check(pl); err != nil {
+		t.Errorf("remote channels allowed: %v", err)
+	}
+}

@@ -53,6 +53,8 @@ type Config struct {
 	// whose database is missing or empty; without it such a folder is refused, since a
 	// lost database would otherwise start empty without a word.
 	Init bool
+	// UnstagedChannels lets local jobs name data channels the executor does not stage.
+	UnstagedChannels bool
 	// PassEnv names variables of the server's environment that local jobs get too.
 	PassEnv []string
 	// InsecureNoAuth lets the server listen beyond loopback without Credentials: anyone
@@ -169,7 +171,7 @@ func Start(cfg Config) (*Server, error) {
 		x, err = cfg.NewExecutor(engine.Report)
 	} else {
 		x, err = procexec.New(procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
-			GPUTable: cfg.GPUTable, PassEnv: cfg.PassEnv, Report: engine.Report})
+			GPUTable: cfg.GPUTable, PassEnv: cfg.PassEnv, UnstagedChannels: cfg.UnstagedChannels, Report: engine.Report})
 	}
 	if err != nil {
 		store.Close()
