@@ -465,9 +465,11 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseCommand(fs, args, cf, 0, "no arguments"); err != nil {
 		return err
 	}
-	if *queue == "" {
-		return errors.New("--queue: is required")
+	name, err := queueOf(cf, *queue)
+	if err != nil {
+		return err
 	}
+	*queue = name
 	ctx := context.Background()
 	c := cf.client()
 	qs, err := c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{*queue}})

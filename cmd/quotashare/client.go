@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,6 +138,11 @@ func submitCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseCommand(fs, args, cf, 0, "no arguments besides the program after --"); err != nil {
 		return err
 	}
+	if q, err := queueOf(cf, *queue); err != nil {
+		return err
+	} else {
+		*queue = q
+	}
 	payload := ""
 	switch {
 	case *file != "" && len(program) > 0:
@@ -208,6 +214,11 @@ func jobsCmd(args []string, stdout, stderr io.Writer, now time.Time) error {
 	limit := fs.Int("limit", 100, "at most this many jobs")
 	if err := parseCommand(fs, args, cf, 0, "no arguments"); err != nil {
 		return err
+	}
+	if q, err := queueOf(cf, *queue); err != nil {
+		return err
+	} else {
+		*queue = q
 	}
 	in := &batch.ListServiceJobsInput{JobQueue: aws.String(*queue)}
 	switch {
@@ -318,4 +329,42 @@ func age(d time.Duration) string {
 		return strconv.Itoa(int(d.Hours())) + "h"
 	}
 	return strconv.Itoa(int(d.Hours()/24)) + "d"
+}
+
+// queueOf is the queue a command works on: --queue, else $QUOTASHARE_QUEUE, else the one
+// queue the server has. With none or several, the error says which to give.
+func queueOf(cf *clientFlags, flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if q := os.Getenv("QUOTASHARE_QUEUE"); q != "" {
+		return q, nil
+	}
+	names, err := queueNames(cf)
+	if err != nil {
+		return "", err
+	}
+	switch len(names) {
+	case 1:
+		return names[0], nil
+	case 0:
+		return "", errors.New("--queue: the server has no job queue yet (quotashare apply -f FILE makes one)")
+	}
+	return "", fmt.Errorf("--queue: the server has %d queues, give one of %s (or set QUOTASHARE_QUEUE)", len(names), strings.Join(names, ", "))
+}
+
+// queueNames lists the server's job queues by name, sorted.
+func queueNames(cf *clientFlags) ([]string, error) {
+	var names []string
+	for p := batch.NewDescribeJobQueuesPaginator(cf.client(), &batch.DescribeJobQueuesInput{}); p.HasMorePages(); {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			return nil, cf.apiError(err)
+		}
+		for _, q := range page.JobQueues {
+			names = append(names, aws.ToString(q.JobQueueName))
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }

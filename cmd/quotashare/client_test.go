@@ -146,3 +146,38 @@ func TestClientCommands(t *testing.T) {
 
 // flat folds all white space to single spaces.
 func flat(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// TestQueueDefault: --queue defaults to $QUOTASHARE_QUEUE, else to the server's only
+// queue; with none or several, the error says so as --queue and names them; shares with
+// no queue and several queues shows them all.
+func TestQueueDefault(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	s := startServer(t, filepath.Join(t.TempDir(), "data"), "--quiet")
+	run, mustRun := cli(t, s.url)
+	if out, err := run("jobs"); err == nil || !strings.Contains(out, "--queue: the server has no job queue yet") {
+		t.Errorf("jobs with no queue on the server: %v %s", err, out)
+	}
+	setupQueue(t, sdk(s.url), 1, "a")
+	if out := mustRun("jobs"); out != "no jobs\n" {
+		t.Errorf("jobs on the only queue: %q", out)
+	}
+	if out := mustRun("submit", "--share", "a", "--name", "j", "--", "true"); !strings.HasPrefix(out, "submitted j: ") {
+		t.Errorf("submit to the only queue: %q", out)
+	}
+	mustRun("apply", "-f", "../../examples/three-projects.yaml")
+	if out, err := run("jobs"); err == nil || !strings.Contains(out, "--queue: the server has 2 queues, give one of q, three-projects (or set QUOTASHARE_QUEUE)") {
+		t.Errorf("jobs with two queues: %v %s", err, out)
+	}
+	bin, _ := buildBinary()
+	cmd := exec.Command(bin, "jobs", "--endpoint", s.url)
+	cmd.Env = append(os.Environ(), "QUOTASHARE_QUEUE=three-projects")
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "no jobs\n" {
+		t.Errorf("jobs with QUOTASHARE_QUEUE: %v %s", err, out)
+	}
+	out := mustRun("shares")
+	if !strings.Contains(out, "queue q\n") || !strings.Contains(out, "queue three-projects\n") || !strings.Contains(out, "qs3") {
+		t.Errorf("shares of every queue:\n%s", out)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -118,12 +119,42 @@ func sharesCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseCommand(fs, args, cf, 0, "no arguments"); err != nil {
 		return err
 	}
+	queues := []string{*queue}
 	if *queue == "" {
-		return errors.New("--queue: is required")
+		if q := os.Getenv("QUOTASHARE_QUEUE"); q != "" {
+			queues[0] = q
+		} else { // every queue's shares
+			names, err := queueNames(cf)
+			if err != nil {
+				return err
+			}
+			if len(names) == 0 {
+				return errors.New("--queue: the server has no job queue yet (quotashare apply -f FILE makes one)")
+			}
+			queues = names
+		}
 	}
-	shares, err := readShares(cf, *queue)
-	if err != nil {
-		return err
+	if len(queues) > 1 && cf.output != "json" {
+		for i, q := range queues {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintf(stdout, "queue %s\n", q)
+			shares, err := readShares(cf, q)
+			if err != nil {
+				return err
+			}
+			printShares(stdout, shares)
+		}
+		return nil
+	}
+	var shares []shareView
+	for _, q := range queues {
+		s, err := readShares(cf, q)
+		if err != nil {
+			return err
+		}
+		shares = append(shares, s...)
 	}
 	if cf.output == "json" {
 		if shares == nil {
@@ -151,9 +182,11 @@ func watchCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseCommand(fs, args, cf, 0, "no arguments"); err != nil {
 		return err
 	}
-	if *queue == "" {
-		return errors.New("--queue: is required")
+	q, err := queueOf(cf, *queue)
+	if err != nil {
+		return err
 	}
+	*queue = q
 	if *interval < 100*time.Millisecond {
 		return fmt.Errorf("--interval: %s is less than 100ms", *interval)
 	}
