@@ -63,10 +63,11 @@ type State struct {
 	lastNow  time.Time
 	limitsAt time.Time // when timeLimits last ran
 
-	dirty   map[recKey]bool
-	actions []Action
-	wrote   bool  // a write succeeded since TakeWrote
-	passes  int64 // scheduling passes run, over all queues
+	dirty    map[recKey]bool
+	actions  []Action
+	wrote    bool  // a write succeeded since TakeWrote
+	passes   int64 // scheduling passes run, over all queues
+	counters Counters
 	// version is the stored format Load found (-1: an empty store); oldKeys are the keys
 	// of a version-0 store's resources, which Upgrade replaces.
 	version int
@@ -95,7 +96,8 @@ func Load(cfg Config, load func(fn func(quotashare.Record) error) error) (*State
 		cfg.CapacityBackoffMax = max(cfg.CapacityBackoff, 2*time.Minute)
 	}
 	e := &State{cfg: cfg, policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
-		queues: map[string]*queueState{}, jobs: map[string]*quotashare.Job{}, tokens: map[string]string{}, dirty: map[recKey]bool{}}
+		queues: map[string]*queueState{}, jobs: map[string]*quotashare.Job{}, tokens: map[string]string{}, dirty: map[recKey]bool{},
+		counters: newCounters()}
 	if err := e.load(load); err != nil {
 		return nil, err
 	}
@@ -106,9 +108,10 @@ func Load(cfg Config, load func(fn func(quotashare.Record) error) error) (*State
 // back and never repeats: each change gets a time strictly after the previous one.
 func (e *State) SetTime(t time.Time) { e.clock = t }
 
-// KeepClock carries a previous State's clock over to one loaded in its place, so that
-// times stay strictly increasing across a reload.
+// KeepClock carries a previous State's clock and counters over to one loaded in its
+// place, so that times stay strictly increasing and counters counting across a reload.
 func (e *State) KeepClock(old *State) {
+	e.counters, e.passes = old.counters, old.passes
 	if old.lastNow.After(e.lastNow) {
 		e.lastNow = old.lastNow
 	}
@@ -453,6 +456,7 @@ func sayHolding(j *quotashare.Job, state, detail string) {
 
 // start records a decision to start a job and queues the executor's Start.
 func (e *State) start(j *quotashare.Job, st sched.Start, now time.Time) {
+	e.counters.Starts[ShareKey{nameOf(j.QueueARN), j.Share}]++
 	j.Seq++
 	a := &quotashare.Attempt{ID: quotashare.AttemptID(j.ID, j.Seq), ScheduledAt: now, Borrowed: st.Borrowed}
 	j.Current = a
@@ -497,6 +501,7 @@ func (e *State) spec(j *quotashare.Job) quotashare.AttemptSpec {
 
 // preempt records a decision to stop an attempt and queues the executor's Stop.
 func (e *State) preempt(j *quotashare.Job, p sched.Preemption) {
+	e.counters.Preemptions[PreemptionKey{nameOf(j.QueueARN), p.Rule, j.Share}]++
 	a := j.Current
 	a.Stop, a.StopReason, a.StopFor = quotashare.StopPreempted, p.Reason, p.ForJob
 	say(j, quotashare.ReasonPreempting, ": ", p.Reason)
@@ -584,6 +589,7 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 		a.StatusReason = r.Reason
 		j.Attempts = append(j.Attempts, *a)
 		if retry, why := shouldRetry(j, r); retry {
+			e.counters.Retries[ShareKey{qs.q.Name, j.Share}]++
 			e.requeue(qs, j, quotashare.ReasonRetrying, fmt.Sprintf("retrying (attempt %d of %d failed: %s)", len(j.Attempts), attemptsAllowed(j), r.Reason), now)
 		} else {
 			e.finish(qs, j, quotashare.Failed, quotashare.ReasonAttemptFailed, r.Reason+why, now)
@@ -696,6 +702,7 @@ func (e *State) finish(qs *queueState, j *quotashare.Job, status quotashare.JobS
 
 // done records a job's final state and removes a deleted share once its last job is done.
 func (e *State) done(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, code quotashare.ReasonCode, reason string, now time.Time) {
+	e.counters.Ended[EndKey{qs.q.Name, j.Share, status, code}]++
 	e.cfg.Logf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)
 	j.Status = status
 	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, reason, reason

@@ -51,6 +51,29 @@ type Config struct {
 	// CapacityBackoffMax (defaults 1 s and 2 min). A change of the executor's capacity
 	// (an attempt exits) ends every such wait at once.
 	CapacityBackoff, CapacityBackoffMax time.Duration
+	// Observe, if set, hears how long each loop step (reports, time limits, passes) and
+	// each commit took, and how many records the commit wrote: for metrics.
+	Observe Observer
+}
+
+// Observer receives the loop's timings.
+type Observer interface {
+	Step(d time.Duration)
+	Commit(d time.Duration, records int, err error)
+}
+
+// Metrics is what the engine's state shows for metrics at one moment.
+type Metrics struct {
+	Counters control.Counters
+	Usage    map[string][]sched.ShareUsage // by queue name
+	Passes   int64
+}
+
+// Metrics returns the counters and every queue's share usage.
+func (e *Engine) Metrics() Metrics {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Metrics{Counters: e.st.Counters(), Usage: e.st.AllUsage(), Passes: e.st.Passes()}
 }
 
 func (c Config) control() control.Config {
@@ -365,14 +388,23 @@ func (e *Engine) cycle(tick bool) bool {
 	reports := e.reports
 	e.reports = nil
 	e.st.SetTime(e.cfg.Now())
+	began := time.Now()
 	e.st.Step(reports, tick)
+	if e.cfg.Observe != nil {
+		e.cfg.Observe.Step(time.Since(began))
+	}
 	batch := e.st.Flush()
 	waiters, acts, extra := e.waiters, e.st.TakeActions(), e.extra
 	e.waiters, e.extra = nil, nil
 	e.mu.Unlock()
 
 	if len(batch) > 0 { // nothing to make durable: no transaction, no fsync
-		if err := e.cfg.Store.Commit(context.Background(), e.lease, batch); err != nil {
+		began := time.Now()
+		err := e.cfg.Store.Commit(context.Background(), e.lease, batch)
+		if e.cfg.Observe != nil {
+			e.cfg.Observe.Commit(time.Since(began), len(batch), err)
+		}
+		if err != nil {
 			e.failed(err, waiters)
 			return !e.deposed
 		}

@@ -160,7 +160,10 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	holder := quotashare.LeaseHolder{ID: newHolderID(), PID: os.Getpid(), Addr: ln.Addr().String()}
-	engine, err := dispatch.Open(dispatch.Config{Store: store, Holder: holder, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf})
+	var engine *dispatch.Engine
+	mets := newMetrics(func() *dispatch.Engine { return engine })
+	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf,
+		Observe: mets})
 	if err != nil {
 		store.Close()
 		ln.Close()
@@ -198,7 +201,9 @@ func Start(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /healthz", health)
 	mux.HandleFunc("GET /readyz", health)
 	mux.Handle("GET /logs/{job}", batchapi.Require(verifier, http.HandlerFunc(s.logs)))
-	mux.Handle("/", batchapi.Require(verifier, batchapi.New(engine)))
+	// /metrics: with --credentials, a scrape must be signed too.
+	mux.Handle("GET /metrics", batchapi.Require(verifier, mets.handler()))
+	mux.Handle("/", mets.instrument(batchapi.Require(verifier, batchapi.New(engine))))
 	// ServeMux answers an unclean path (/v1/../x) with a redirect; an API answers 404.
 	clean := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p && path.Clean(p)+"/" != p {

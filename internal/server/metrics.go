@@ -1,0 +1,164 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/quotashare/quotashare/internal/dispatch"
+)
+
+// metrics are the server's Prometheus metrics (GET /metrics). The state's numbers (share
+// usage, counters of what the scheduler did) are read from the engine at each scrape; the
+// timings are histograms fed as things happen. Labels are queue, share, instance type,
+// rule, status, reason code and operation names, all bounded by configuration; never job
+// ids.
+type metrics struct {
+	reg     *prometheus.Registry
+	step    prometheus.Histogram
+	commit  *prometheus.HistogramVec
+	records prometheus.Histogram
+	api     *prometheus.HistogramVec
+}
+
+func newMetrics(engine func() *dispatch.Engine) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(),
+		step: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quotashare_loop_step_seconds",
+			Help: "Time of one turn of the engine's loop: reports applied, time limits, scheduling passes.", Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10)}),
+		commit: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "quotashare_store_commit_seconds",
+			Help: "Time of one group commit to the store, by outcome (ok, error).", Buckets: prometheus.ExponentialBuckets(1e-4, 3, 10)}, []string{"outcome"}),
+		records: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quotashare_store_commit_records",
+			Help: "Records written by one group commit.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
+		api: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "quotashare_api_request_seconds",
+			Help: "Time to answer an API request, by operation and outcome (ok, client_error, server_error).", Buckets: prometheus.ExponentialBuckets(1e-4, 3, 10)},
+			[]string{"operation", "outcome"}),
+	}
+	m.reg.MustRegister(m.step, m.commit, m.records, m.api, stateCollector{engine},
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) Step(d time.Duration) { m.step.Observe(d.Seconds()) }
+
+func (m *metrics) Commit(d time.Duration, records int, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.commit.WithLabelValues(outcome).Observe(d.Seconds())
+	m.records.Observe(float64(records))
+}
+
+func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+
+// operations are the API's operation names, the only values of the operation label.
+var operations = map[string]bool{}
+
+func init() {
+	for _, op := range []string{"createschedulingpolicy", "updateschedulingpolicy", "deleteschedulingpolicy", "describeschedulingpolicies",
+		"listschedulingpolicies", "createserviceenvironment", "updateserviceenvironment", "deleteserviceenvironment",
+		"describeserviceenvironments", "createjobqueue", "updatejobqueue", "deletejobqueue", "describejobqueues", "getjobqueuesnapshot",
+		"createquotashare", "updatequotashare", "deletequotashare", "describequotashare", "listquotashares", "submitservicejob",
+		"describeservicejob", "listservicejobs", "terminateservicejob", "updateservicejob", "tags"} {
+		operations[op] = true
+	}
+}
+
+// instrument times every API request by operation and outcome.
+func (m *metrics) instrument(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		began := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		op, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/v1/"), "/")
+		if !operations[op] {
+			op = "other"
+		}
+		outcome := "ok"
+		switch {
+		case sw.code >= 500:
+			outcome = "server_error"
+		case sw.code >= 400:
+			outcome = "client_error"
+		}
+		m.api.WithLabelValues(op, outcome).Observe(time.Since(began).Seconds())
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// stateCollector reads the engine's numbers at each scrape.
+type stateCollector struct{ engine func() *dispatch.Engine }
+
+var (
+	descLimit     = prometheus.NewDesc("quotashare_share_limit_instances", "A share's own limit, per instance type.", []string{"queue", "share", "instance_type"}, nil)
+	descInUse     = prometheus.NewDesc("quotashare_share_in_use_instances", "Instances a share's attempts hold (stopping ones included).", []string{"queue", "share", "instance_type"}, nil)
+	descBorrowed  = prometheus.NewDesc("quotashare_share_borrowed_instances", "Instances a share holds above its own limit.", []string{"queue", "share", "instance_type"}, nil)
+	descIdle      = prometheus.NewDesc("quotashare_share_idle_instances", "Instances a lending share owns and does not use.", []string{"queue", "share", "instance_type"}, nil)
+	descStopping  = prometheus.NewDesc("quotashare_share_stopping_instances", "Instances held by a share's attempts being stopped.", []string{"queue", "share", "instance_type"}, nil)
+	descWaiting   = prometheus.NewDesc("quotashare_share_waiting_jobs", "A share's RUNNABLE jobs.", []string{"queue", "share"}, nil)
+	descActive    = prometheus.NewDesc("quotashare_share_active_attempts", "A share's attempts holding capacity.", []string{"queue", "share"}, nil)
+	descStarts    = prometheus.NewDesc("quotashare_attempts_started_total", "Attempts started.", []string{"queue", "share"}, nil)
+	descPreempted = prometheus.NewDesc("quotashare_preemptions_total", "Attempts preempted, by rule and victim share.", []string{"queue", "rule", "share"}, nil)
+	descEnded     = prometheus.NewDesc("quotashare_jobs_ended_total", "Jobs ended, by status and reason code.", []string{"queue", "share", "status", "reason"}, nil)
+	descRetries   = prometheus.NewDesc("quotashare_retries_total", "Failed attempts retried.", []string{"queue", "share"}, nil)
+	descPasses    = prometheus.NewDesc("quotashare_scheduling_passes_total", "Scheduling passes run, over all queues.", nil, nil)
+)
+
+func (stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLimit, descInUse, descBorrowed, descIdle, descStopping, descWaiting, descActive,
+		descStarts, descPreempted, descEnded, descRetries, descPasses} {
+		ch <- d
+	}
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	e := c.engine()
+	if e == nil {
+		return
+	}
+	m := e.Metrics()
+	gauge := func(d *prometheus.Desc, v int, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+	}
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for queue, shares := range m.Usage {
+		for _, s := range shares {
+			gauge(descWaiting, s.Waiting, queue, s.Name)
+			gauge(descActive, s.Active, queue, s.Name)
+			for _, t := range s.Types {
+				gauge(descLimit, t.Limit, queue, s.Name, t.InstanceType)
+				gauge(descInUse, t.InUse, queue, s.Name, t.InstanceType)
+				gauge(descBorrowed, t.Borrowed, queue, s.Name, t.InstanceType)
+				gauge(descIdle, t.Idle, queue, s.Name, t.InstanceType)
+				gauge(descStopping, t.Stopping, queue, s.Name, t.InstanceType)
+			}
+		}
+	}
+	for k, v := range m.Counters.Starts {
+		counter(descStarts, v, k.Queue, k.Share)
+	}
+	for k, v := range m.Counters.Preemptions {
+		counter(descPreempted, v, k.Queue, k.Rule.String(), k.Share)
+	}
+	for k, v := range m.Counters.Ended {
+		counter(descEnded, v, k.Queue, k.Share, string(k.Status), string(k.Code))
+	}
+	for k, v := range m.Counters.Retries {
+		counter(descRetries, v, k.Queue, k.Share)
+	}
+	counter(descPasses, m.Passes)
+}

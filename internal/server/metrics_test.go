@@ -1,0 +1,114 @@
+package server
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+)
+
+// scrape reads /metrics and returns a lookup of one sample by name and labels.
+func scrape(t *testing.T, url string) func(name string, labels ...string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("/metrics: %d %s", resp.StatusCode, b)
+	}
+	var lines []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if l := sc.Text(); !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	return func(name string, labels ...string) (float64, bool) {
+		for _, l := range lines {
+			series, value, ok := strings.Cut(l, " ")
+			if !ok || (series != name && !strings.HasPrefix(series, name+"{")) {
+				continue
+			}
+			all := true
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !strings.Contains(series, fmt.Sprintf("%s=%q", labels[i], labels[i+1])) {
+					all = false
+				}
+			}
+			if all {
+				v, err := strconv.ParseFloat(value, 64)
+				return v, err == nil
+			}
+		}
+		return 0, false
+	}
+}
+
+// TestMetrics: /metrics shows each share's capacity and use per type, counters of what
+// the scheduler did (starts, preemptions by rule and victim share, jobs ended by status
+// and reason code), and histograms of the loop, the commits and the API requests.
+func TestMetrics(t *testing.T) {
+	dir := t.TempDir()
+	s, c := start(t, filepath.Join(dir, "data"), time.Second)
+	hundred := int32(100)
+	setup(t, c, "q", 2, share("a", "LEND", 1, nil, false), share("b", "LEND_AND_BORROW", 1, &hundred, false))
+	gate := gated(filepath.Join(dir, "go"))
+	b1 := submit(t, c, "q", "b1", "b", 1, gate)
+	b2 := submit(t, c, "q", "b2", "b", 1, gate)
+	waitStatus(t, c, b1, types.ServiceJobStatusRunning)
+	waitStatus(t, c, b2, types.ServiceJobStatusRunning)
+	m := scrape(t, s.URL)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"quotashare_share_limit_instances", []string{"queue", "q", "share", "b", "instance_type", "ml.g5.xlarge"}, 1},
+		{"quotashare_share_in_use_instances", []string{"queue", "q", "share", "b", "instance_type", "ml.g5.xlarge"}, 2},
+		{"quotashare_share_borrowed_instances", []string{"queue", "q", "share", "b", "instance_type", "ml.g5.xlarge"}, 1},
+		{"quotashare_share_idle_instances", []string{"queue", "q", "share", "a", "instance_type", "ml.g5.xlarge"}, 1}, // owned, unused (b borrows it)
+		{"quotashare_attempts_started_total", []string{"queue", "q", "share", "b"}, 2},
+	} {
+		if got, ok := m(c.name, c.labels...); !ok || got != c.want {
+			t.Errorf("%s%v = %v (%v), want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+
+	a1 := submit(t, c, "q", "a1", "a", 1, "true") // reclaims the instance b borrowed
+	waitStatus(t, c, a1, types.ServiceJobStatusSucceeded)
+	m = scrape(t, s.URL)
+	if got, ok := m("quotashare_preemptions_total", "queue", "q", "rule", "reclaim", "share", "b"); !ok || got != 1 {
+		t.Errorf("reclaim preemptions of b: %v %v, want 1", got, ok)
+	}
+	if got, ok := m("quotashare_jobs_ended_total", "queue", "q", "share", "a", "status", "SUCCEEDED", "reason", "COMPLETED"); !ok || got != 1 {
+		t.Errorf("a's succeeded jobs: %v %v, want 1", got, ok)
+	}
+	for _, h := range []struct {
+		name   string
+		labels []string
+	}{
+		{"quotashare_api_request_seconds_count", []string{"operation", "submitservicejob", "outcome", "ok"}},
+		{"quotashare_api_request_seconds_count", []string{"operation", "describeservicejob", "outcome", "ok"}},
+		{"quotashare_store_commit_seconds_count", []string{"outcome", "ok"}},
+		{"quotashare_store_commit_records_count", nil},
+		{"quotashare_loop_step_seconds_count", nil},
+		{"quotashare_scheduling_passes_total", nil},
+	} {
+		if got, ok := m(h.name, h.labels...); !ok || got < 1 {
+			t.Errorf("%s%v = %v %v, want at least 1", h.name, h.labels, got, ok)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+}
