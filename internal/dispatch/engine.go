@@ -231,6 +231,12 @@ func (e *Engine) barrier() error {
 		e.mu.Unlock()
 		return err
 	}
+	return e.awaitCommit()
+}
+
+// awaitCommit waits for the next batch to be committed. Call it with e.mu held; it
+// releases it.
+func (e *Engine) awaitCommit() error {
 	ch := make(chan error, 1)
 	e.waiters = append(e.waiters, ch)
 	e.mu.Unlock()
@@ -317,11 +323,7 @@ func (e *Engine) run(fn func(*control.State) error) error {
 		e.mu.Unlock()
 		return err
 	}
-	ch := make(chan error, 1)
-	e.waiters = append(e.waiters, ch)
-	e.mu.Unlock()
-	e.poke()
-	return <-ch
+	return e.awaitCommit()
 }
 
 // read calls a query with the state locked, at the clock's time.
