@@ -121,6 +121,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	} else {
 		fmt.Fprintf(stdout, "GPUs handed out to instances: %s\n", strings.Join(cfg.GPUs, ","))
 	}
+	if !kube {
+		fmt.Fprintln(stdout, "jobs are contained by process group and by an environment mark (QUOTASHARE_INSTANCE); no cgroup")
+	}
 	if *example {
 		go func() {
 			cf := &clientFlags{endpoint: s.URL, output: "table"}

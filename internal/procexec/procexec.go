@@ -390,6 +390,8 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 	}
 	env["QUOTASHARE_JOB_ID"] = r.spec.JobID
 	env["QUOTASHARE_ATTEMPT_ID"] = r.spec.AttemptID
+	k, v, _ := strings.Cut(instanceMark(r.spec.AttemptID, is.Host), "=")
+	env[k] = v
 	env["QUOTASHARE_EXIT_FILE"] = filepath.Join(idir, "exitcode")
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
@@ -454,6 +456,20 @@ func (x *Executor) watch(r *run, is *instanceState, cmd *exec.Cmd) {
 			}
 		}
 		for groupAlive(is.PID) {
+			if !x.sleep() {
+				return
+			}
+		}
+		// The instance is over when its program is: whatever it left running outside its
+		// process group is killed before its GPUs go to the next job.
+		for {
+			pids := findByEnv(instanceMark(r.spec.AttemptID, is.Host))
+			if len(pids) == 0 {
+				break
+			}
+			for _, pid := range pids {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
 			if !x.sleep() {
 				return
 			}
@@ -642,7 +658,18 @@ func (x *Executor) signal(r *run, sig syscall.Signal) {
 		if is.PID > 0 {
 			syscall.Kill(-is.PID, sig)
 		}
+		// And what left the process group (setsid, a double fork): found by the
+		// instance's mark in its environment.
+		for _, pid := range findByEnv(instanceMark(r.spec.AttemptID, is.Host)) {
+			syscall.Kill(pid, sig)
+		}
 	}
+}
+
+// instanceMark is the environment entry every process of one instance inherits: what
+// finds those that left its process group.
+func instanceMark(attemptID, host string) string {
+	return "QUOTASHARE_INSTANCE=" + attemptID + "/" + host
 }
 
 // Recover adopts the attempts the server says hold capacity: processes still alive are

@@ -406,3 +406,37 @@ func TestCheckSaysWhatToDo(t *testing.T) {
 		t.Errorf("remote channels allowed: %v", err)
 	}
 }
+
+// TestEscapedProcesses: a process that leaves the attempt's process group (setsid) does
+// not outlive the attempt, whether the attempt ends on its own or is stopped: it would
+// otherwise keep the GPUs the next job is given.
+func TestEscapedProcesses(t *testing.T) {
+	dir := t.TempDir()
+	x, ch := newExec(t, dir, 200*time.Millisecond)
+	for _, c := range []struct {
+		id, script string
+		stop       bool
+	}{
+		{"esc1", "setsid sleep 120 & echo started", false}, // ends at once, leaving sleep behind
+		{"esc2", "setsid sleep 120 & sleep 300", true},     // stopped
+	} {
+		if err := x.Start(spec(c.id, payload(t, c.script, nil))); err != nil {
+			t.Fatal(err)
+		}
+		mark := "QUOTASHARE_ATTEMPT_ID=" + c.id // set on every process of the attempt, before this fix too
+		if c.stop {
+			for deadline := time.Now().Add(20 * time.Second); len(findByEnv(mark)) < 3; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: its processes did not all start", c.id)
+				}
+			}
+			if err := x.Stop(c.id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ch.next(t, quotashare.AttemptExited)
+		if pids := findByEnv(mark); len(pids) != 0 {
+			t.Errorf("%s: processes %v outlived the attempt", c.id, pids)
+		}
+	}
+}
