@@ -735,22 +735,37 @@ func (e *State) timeLimits(now time.Time) {
 		if len(qs.q.TimeLimitActions) == 0 {
 			continue
 		}
-		for _, j := range qs.jobs {
-			if j.Status != quotashare.Runnable {
-				continue
+		// Only the waiting jobs, from the scheduler: never the queue's history. The ones
+		// due are ended in submission order, as they were before.
+		type due struct {
+			j   *quotashare.Job
+			act quotashare.TimeLimitAction
+		}
+		var ending []due
+		qs.sched.EachWaiting(func(id string) {
+			j := e.jobs[id]
+			if j == nil || j.Status != quotashare.Runnable {
+				return
 			}
 			for _, act := range qs.q.TimeLimitActions {
 				if sched.ReasonCode(j.ReasonCode).TimeLimitReason() == act.Reason &&
 					now.Sub(j.RunnableSince) >= time.Duration(act.MaxTimeSeconds)*time.Second {
-					if err := qs.sched.Remove(j.ID); err != nil {
-						e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
-					}
-					j.IsTerminated = true
-					e.done(qs, j, quotashare.Failed, quotashare.ReasonTimeLimitAction, "Terminated by JobStateTimeLimit action due to reason: "+act.Reason, now)
-					qs.dirty = true
-					break
+					ending = append(ending, due{j, act})
+					return
 				}
 			}
+		})
+		slices.SortFunc(ending, func(a, b due) int {
+			return cmp.Or(a.j.CreatedAt.Compare(b.j.CreatedAt), cmp.Compare(a.j.ID, b.j.ID))
+		})
+		for _, d := range ending {
+			j := d.j
+			if err := qs.sched.Remove(j.ID); err != nil {
+				e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+			}
+			j.IsTerminated = true
+			e.done(qs, j, quotashare.Failed, quotashare.ReasonTimeLimitAction, "Terminated by JobStateTimeLimit action due to reason: "+d.act.Reason, now)
+			qs.dirty = true
 		}
 	}
 }

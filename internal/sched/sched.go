@@ -660,3 +660,14 @@ func (s *Scheduler) Finished(id string) error { return s.Stopped(id, false, time
 
 // Len returns the number of jobs the scheduler holds (waiting, active and stopping).
 func (s *Scheduler) Len() int { return len(s.jobs) }
+
+// EachWaiting calls fn with the id of every waiting job (held ones included), in no
+// order: the jobs a caller's time limits apply to, without the history of finished ones.
+// fn must not change the scheduler.
+func (s *Scheduler) EachWaiting(fn func(id string)) {
+	for id, j := range s.jobs {
+		if j.state == queued {
+			fn(id)
+		}
+	}
+}
