@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -144,7 +146,11 @@ func describeCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseCommand(fs, args, cf, 1, "exactly one job id"); err != nil {
 		return err
 	}
-	d, _, err := describeJob(cf, fs.Arg(0))
+	id, err := jobRef(cf, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	d, _, err := describeJob(cf, id)
 	if err != nil {
 		return err
 	}
@@ -212,7 +218,11 @@ func explainCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseCommand(fs, args, cf, 1, "exactly one job id"); err != nil {
 		return err
 	}
-	d, reason, err := describeJob(cf, fs.Arg(0))
+	id, err := jobRef(cf, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	d, reason, err := describeJob(cf, id)
 	if err != nil {
 		return err
 	}
@@ -295,7 +305,11 @@ func priorityCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("PRIORITY: %q is not a whole number", fs.Arg(1))
 	}
-	out, err := cf.client().UpdateServiceJob(context.Background(), &batch.UpdateServiceJobInput{JobId: aws.String(fs.Arg(0)), SchedulingPriority: aws.Int32(int32(p))})
+	id, err := jobRef(cf, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	out, err := cf.client().UpdateServiceJob(context.Background(), &batch.UpdateServiceJobInput{JobId: aws.String(id), SchedulingPriority: aws.Int32(int32(p))})
 	if err != nil {
 		return cf.apiError(err)
 	}
@@ -324,12 +338,70 @@ func terminateCmd(args []string, stdout, stderr io.Writer) error {
 	if *reason == "" {
 		return errors.New("--reason: is required")
 	}
-	if _, err := cf.client().TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(fs.Arg(0)), Reason: aws.String(*reason)}); err != nil {
+	id, err := jobRef(cf, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if _, err := cf.client().TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(id), Reason: aws.String(*reason)}); err != nil {
 		return cf.apiError(err)
 	}
 	if cf.output == "json" {
-		return printJSON(stdout, map[string]string{"jobId": fs.Arg(0), "reason": *reason})
+		return printJSON(stdout, map[string]string{"jobId": id, "reason": *reason})
 	}
-	fmt.Fprintf(stdout, "terminating %s: %s\n", fs.Arg(0), *reason)
+	fmt.Fprintf(stdout, "terminating %s: %s\n", id, *reason)
 	return nil
+}
+
+// jobRef turns what the user gave for a job into its id: an id or ARN the server knows,
+// else a job name, else the start of an id, looked for in $QUOTASHARE_QUEUE or in every
+// queue. An ambiguous name or prefix lists the candidates.
+func jobRef(cf *clientFlags, ref string) (string, error) {
+	c := cf.client()
+	ctx := context.Background()
+	_, notFound := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(ref)})
+	var ae smithy.APIError
+	if notFound == nil || !errors.As(notFound, &ae) || !strings.Contains(ae.ErrorMessage(), "does not exist") || strings.HasPrefix(ref, "arn:") {
+		return ref, nil // known, or an error the command itself will report
+	}
+	queues := []string{os.Getenv("QUOTASHARE_QUEUE")}
+	if queues[0] == "" {
+		var err error
+		if queues, err = queueNames(cf); err != nil {
+			return "", err
+		}
+	}
+	type candidate struct{ id, name, queue string }
+	var byName, byPrefix []candidate
+	for _, q := range queues {
+		in := &batch.ListServiceJobsInput{JobQueue: aws.String(q), Filters: []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{"*"}}}}
+		for p := batch.NewListServiceJobsPaginator(c, in); p.HasMorePages(); {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return "", cf.apiError(err)
+			}
+			for _, j := range page.JobSummaryList {
+				cand := candidate{aws.ToString(j.JobId), aws.ToString(j.JobName), q}
+				switch {
+				case cand.name == ref:
+					byName = append(byName, cand)
+				case strings.HasPrefix(cand.id, ref):
+					byPrefix = append(byPrefix, cand)
+				}
+			}
+		}
+	}
+	for _, found := range [][]candidate{byName, byPrefix} {
+		switch len(found) {
+		case 0:
+			continue
+		case 1:
+			return found[0].id, nil
+		}
+		var lines []string
+		for _, f := range found {
+			lines = append(lines, fmt.Sprintf("  %s  %s (queue %s)", f.id, f.name, f.queue))
+		}
+		return "", fmt.Errorf("%q names %d jobs; give one of their ids:\n%s", ref, len(found), strings.Join(lines, "\n"))
+	}
+	return "", cf.apiError(notFound)
 }

@@ -181,3 +181,40 @@ func TestQueueDefault(t *testing.T) {
 		t.Errorf("shares of every queue:\n%s", out)
 	}
 }
+
+// TestJobsByName: describe, explain, priority and terminate take a job's name (unique in
+// the queues) or the start of its id as well as the id; an ambiguous one lists the
+// candidates.
+func TestJobsByName(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	dir := t.TempDir()
+	s := startServer(t, filepath.Join(dir, "data"), "--quiet")
+	setupQueue(t, sdk(s.url), 1, "a")
+	run, mustRun := cli(t, s.url)
+	gate := filepath.Join(dir, "go")
+	defer os.WriteFile(gate, nil, 0o644)
+	var job struct{ JobId string }
+	if err := json.Unmarshal([]byte(mustRun("submit", "--queue", "q", "--share", "a", "--name", "train-7", "--output", "json", "--",
+		"sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.05; done")), &job); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"train-7", job.JobId[:8]} {
+		var v jobView
+		if err := json.Unmarshal([]byte(mustRun("describe", ref, "--output", "json")), &v); err != nil || v.ID != job.JobId {
+			t.Errorf("describe %s: %+v %v", ref, v, err)
+		}
+	}
+	if out := mustRun("priority", "train-7", "5"); !strings.Contains(out, "train-7 now has priority 5") {
+		t.Errorf("priority by name: %q", out)
+	}
+	mustRun("submit", "--queue", "q", "--share", "a", "--name", "train-7", "--", "true")
+	out, err := run("explain", "train-7")
+	if err == nil || !strings.Contains(out, `"train-7" names 2 jobs; give one of their ids:`) || !strings.Contains(out, job.JobId) {
+		t.Errorf("an ambiguous name: %v\n%s", err, out)
+	}
+	if out := mustRun("terminate", job.JobId[:8], "--reason", "done"); out != "terminating "+job.JobId+": done\n" {
+		t.Errorf("terminate by id prefix: %q", out)
+	}
+}
