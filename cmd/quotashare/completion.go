@@ -25,6 +25,7 @@ var completionFlags = map[string][]string{
 	"logs":       {"--endpoint", "--attempt", "--host", "--stderr", "--follow"},
 	"simulate":   {"--head-of-line-timeout", "--backfill-depth"},
 	"completion": {},
+	"backup":     {"--data"},
 }
 
 // fileFlags take a file name.

@@ -32,6 +32,7 @@ const usage = `usage: quotashare COMMAND [flags] [ARGS]
   logs        print a job's output
   simulate    run a scenario script through the scheduling core
   completion  print a bash or zsh completion script
+  backup      copy a data folder's database, consistently, while the server runs
 
 quotashare COMMAND --help shows a command's flags and an example. The client commands talk
 to --endpoint (default http://127.0.0.1:8080) and take --output json.
@@ -91,6 +92,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return priorityCmd(args[1:], stdout, stderr)
 	case "terminate":
 		return terminateCmd(args[1:], stdout, stderr)
+	case "backup":
+		return backupCmd(args[1:], stdout, stderr)
 	}
 	if args[0] != "simulate" {
 		return fmt.Errorf("unknown command %q: run quotashare --help for the commands (run quotashare --help)", args[0])

@@ -268,3 +268,26 @@ func (d *DB) Close() error {
 	d.mu.Unlock()
 	return errors.Join(err, d.db.Close())
 }
+
+// Backup writes a consistent copy of the data folder's database to out (a new file),
+// while a server may be using it: SQLite's VACUUM INTO reads one snapshot of the database
+// and its WAL. The copy is a complete database: put it as quotashare.db in an empty data
+// folder to start a server on it.
+func Backup(dir, out string) error {
+	path := filepath.Join(dir, FileName)
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("data folder %s: %w", dir, err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		return fmt.Errorf("%s exists: a backup goes to a new file", out)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.Exec("VACUUM INTO ?", out); err != nil {
+		return fmt.Errorf("backing up %s: %w", path, err)
+	}
+	return os.Chmod(out, 0o600)
+}
