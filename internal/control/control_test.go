@@ -54,11 +54,11 @@ func payloadFor(n int) string {
 // submitTo submits a job of n instances to share, as dispatch does (CheckJob first).
 func submitTo(s *State, name, share string, n, prio int) (quotashare.Job, error) {
 	in := JobInput{Name: name, Queue: "q", Type: "SAGEMAKER_TRAINING", Share: share, Payload: payloadFor(n), Priority: &prio}
-	need, _, err := CheckJob(in)
+	c, err := CheckJob(in)
 	if err != nil {
 		return quotashare.Job{}, err
 	}
-	return s.Submit(in, need)
+	return s.Submit(in, c)
 }
 
 // world makes policy p, environment e of 3 ml.g5.xlarge, queue q, LEND share a (limit 2)
@@ -262,11 +262,11 @@ func TestCommands(t *testing.T) {
 		{"submit named -", func(s *State, _ map[string]string) error {
 			prio := 1
 			in := JobInput{Name: "-", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payloadFor(1), Priority: &prio}
-			need, _, err := CheckJob(in)
+			c, err := CheckJob(in)
 			if err != nil {
 				return err
 			}
-			_, err = s.Submit(in, need)
+			_, err = s.Submit(in, c)
 			return err
 		}, `jobName: "-" must begin with a letter or a digit`, nil},
 		{"submit to missing share", func(s *State, _ map[string]string) error {

@@ -28,80 +28,93 @@ type JobInput struct {
 	ClientToken                                        string
 }
 
-// CheckJob checks a SubmitServiceJob request on its own, before it meets the state, and
-// returns the capacity it needs and its payload parsed; errors name the field.
-func CheckJob(in JobInput) ([]quotashare.Demand, *quotashare.TrainingRequest, error) {
+// Checked is what CheckJob learnt of a request: the capacity it needs, its payload
+// parsed, and the digest that a resubmit with its clientToken must match ("" without a
+// token).
+type Checked struct {
+	Need    []quotashare.Demand
+	Request *quotashare.TrainingRequest
+	Digest  string
+}
+
+// CheckJob checks a SubmitServiceJob request on its own, before it meets the state (the
+// runner calls it outside its lock: it parses the payload and hashes the request);
+// errors name the field.
+func CheckJob(in JobInput) (Checked, error) {
 	if err := checkName("jobName", in.Name); err != nil {
-		return nil, nil, err
+		return Checked{}, err
 	}
 	if c := in.Name[0]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
-		return nil, nil, invalid("jobName: %q must begin with a letter or a digit", in.Name)
+		return Checked{}, invalid("jobName: %q must begin with a letter or a digit", in.Name)
 	}
 	if in.Type != "SAGEMAKER_TRAINING" {
-		return nil, nil, invalid("serviceJobType: %q must be SAGEMAKER_TRAINING", in.Type)
+		return Checked{}, invalid("serviceJobType: %q must be SAGEMAKER_TRAINING", in.Type)
 	}
 	if in.ShareIdentifier != "" {
-		return nil, nil, invalid("shareIdentifier: is for fair-share queues; a quota-management queue takes quotaShareName")
+		return Checked{}, invalid("shareIdentifier: is for fair-share queues; a quota-management queue takes quotaShareName")
 	}
 	if in.Share == "" {
-		return nil, nil, invalid("quotaShareName: is required on a quota-management queue")
+		return Checked{}, invalid("quotaShareName: is required on a quota-management queue")
 	}
 	if in.Priority != nil {
 		if err := sched.CheckPriority(*in.Priority); err != nil {
-			return nil, nil, invalid("%v", err)
+			return Checked{}, invalid("%v", err)
 		}
 	}
 	if p := in.PreemptionRetries; p != nil && *p < 0 {
-		return nil, nil, invalid("preemptionConfiguration.preemptionRetriesBeforeTermination: %d must be 0 or more", *p)
+		return Checked{}, invalid("preemptionConfiguration.preemptionRetriesBeforeTermination: %d must be 0 or more", *p)
 	}
 	if r := in.Retry; r != nil {
 		if r.Attempts < 1 || r.Attempts > 10 {
-			return nil, nil, invalid("retryStrategy.attempts: %d must be from 1 to 10", r.Attempts)
+			return Checked{}, invalid("retryStrategy.attempts: %d must be from 1 to 10", r.Attempts)
 		}
 		if len(r.Rules) > 5 {
-			return nil, nil, invalid("retryStrategy.evaluateOnExit: %d rules is more than the 5 allowed", len(r.Rules))
+			return Checked{}, invalid("retryStrategy.evaluateOnExit: %d rules is more than the 5 allowed", len(r.Rules))
 		}
 		for i, rule := range r.Rules {
 			if rule.Action != "RETRY" && rule.Action != "EXIT" {
-				return nil, nil, invalid("retryStrategy.evaluateOnExit[%d].action: %q must be RETRY or EXIT", i, rule.Action)
+				return Checked{}, invalid("retryStrategy.evaluateOnExit[%d].action: %q must be RETRY or EXIT", i, rule.Action)
 			}
 			if rule.OnStatusReason == "" && rule.OnExitCode == "" && rule.OnReason == "" {
-				return nil, nil, invalid("retryStrategy.evaluateOnExit[%d]: give onStatusReason (or onExitCode, onReason) to match", i)
+				return Checked{}, invalid("retryStrategy.evaluateOnExit[%d]: give onStatusReason (or onExitCode, onReason) to match", i)
 			}
 			if len(rule.OnStatusReason) > 512 || len(rule.OnReason) > 512 || len(rule.OnExitCode) > 512 {
-				return nil, nil, invalid("retryStrategy.evaluateOnExit[%d]: each pattern is at most 512 characters", i)
+				return Checked{}, invalid("retryStrategy.evaluateOnExit[%d]: each pattern is at most 512 characters", i)
 			}
 		}
 	}
 	if t := in.TimeoutSeconds; t != nil && *t < 1 {
-		return nil, nil, invalid("timeoutConfig.attemptDurationSeconds: %d must be at least 1", *t)
+		return Checked{}, invalid("timeoutConfig.attemptDurationSeconds: %d must be at least 1", *t)
 	}
 	if len(in.ClientToken) > 64 {
-		return nil, nil, invalid("clientToken: must be at most 64 characters")
+		return Checked{}, invalid("clientToken: must be at most 64 characters")
 	}
 	if err := CheckTags("tags", in.Tags); err != nil {
-		return nil, nil, err
+		return Checked{}, err
 	}
 	req, err := trainingjob.Parse(in.Payload)
 	if err != nil {
-		return nil, nil, invalid("%v", err)
+		return Checked{}, invalid("%v", err)
 	}
 	need, err := trainingjob.Need(req)
 	if err != nil {
-		return nil, nil, invalid("%v", err)
+		return Checked{}, invalid("%v", err)
 	}
 	if err := sched.CheckNeed(need); err != nil {
-		return nil, nil, invalid("serviceRequestPayload.ResourceConfig: %v", err)
+		return Checked{}, invalid("serviceRequestPayload.ResourceConfig: %v", err)
 	}
-	return need, req, nil
+	c := Checked{Need: need, Request: req}
+	if in.ClientToken != "" {
+		c.Digest = requestDigest(in)
+	}
+	return c, nil
 }
 
 // Submit accepts a job. A clientToken seen before with the same request returns the job
 // it made; with another request it is an error.
 //
-// need is what CheckJob returned for the request: the runner checks (and parses the
-// payload) before it takes its lock.
-func (e *State) Submit(in JobInput, need []quotashare.Demand) (out quotashare.Job, err error) {
+// c is what CheckJob returned for the request.
+func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 	qarn, err := e.ref("jobQueue", "job-queue", in.Queue)
 	if err != nil {
 		return out, err
@@ -112,13 +125,14 @@ func (e *State) Submit(in JobInput, need []quotashare.Demand) (out quotashare.Jo
 			if j == nil {
 				return quotashare.Errorf(quotashare.Conflict, "clientToken: %s was already used for another request (job %s); use a new token", in.ClientToken, id)
 			}
-			differs := sameRequest(j, in, qarn) != "" // a job stored before digests
+			diff := sameRequest(j, in, qarn) // against the job as it is now: names the member
+			differs := diff != ""            // a job stored before digests
 			if j.RequestDigest != "" {
-				differs = j.RequestDigest != requestDigest(in, qarn)
+				differs = j.RequestDigest != c.Digest
 			}
 			if differs {
 				what := "request"
-				if diff := sameRequest(j, in, qarn); diff != "" {
+				if diff != "" {
 					what = diff
 				}
 				return quotashare.Errorf(quotashare.Conflict, "clientToken: %s was already used for another request (job %s; its %s differs); use a new token", in.ClientToken, id, what)
@@ -145,11 +159,9 @@ func (e *State) Submit(in JobInput, need []quotashare.Demand) (out quotashare.Jo
 		}
 		id := e.cfg.NewID()
 		j := &quotashare.Job{ID: id, Name: in.Name, ARN: e.arn("service-job", id), QueueARN: qarn, Share: in.Share,
-			Payload: in.Payload, Need: need, Status: quotashare.Runnable, CreatedAt: now, RunnableSince: now,
+			Payload: in.Payload, Need: c.Need, Status: quotashare.Runnable, CreatedAt: now, RunnableSince: now,
 			Retry: in.Retry, PreemptionRetries: in.PreemptionRetries, Tags: maps.Clone(in.Tags), ClientToken: in.ClientToken}
-		if in.ClientToken != "" {
-			j.RequestDigest = requestDigest(in, qarn)
-		}
+		j.RequestDigest = c.Digest
 		if in.Priority != nil {
 			j.Priority = *in.Priority
 		}
@@ -211,9 +223,9 @@ func sameRequest(j *quotashare.Job, in JobInput, qarn string) string {
 }
 
 // requestDigest identifies a SubmitServiceJob request: every member but the clientToken,
-// the queue by name.
-func requestDigest(in JobInput, qarn string) string {
-	in.ClientToken, in.Queue = "", nameOf(qarn)
+// the queue by name (nameOf keeps a name as it is and takes it out of an ARN).
+func requestDigest(in JobInput) string {
+	in.ClientToken, in.Queue = "", nameOf(in.Queue)
 	b, _ := json.Marshal(in) // maps marshal in key order
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])

@@ -29,7 +29,7 @@ type (
 // Submit accepts a job (see control.State.Submit). The request is checked, its payload
 // parsed and the executor asked whether it can run it before the lock is taken.
 func (e *Engine) Submit(in JobInput) (quotashare.Job, error) {
-	need, req, err := control.CheckJob(in)
+	checked, err := control.CheckJob(in)
 	if err != nil {
 		return quotashare.Job{}, err
 	}
@@ -37,13 +37,13 @@ func (e *Engine) Submit(in JobInput) (quotashare.Job, error) {
 	x := e.exec // set by Run, under the lock
 	e.mu.Unlock()
 	if x != nil {
-		if err := x.Check(req); err != nil {
+		if err := x.Check(checked.Request); err != nil {
 			return quotashare.Job{}, quotashare.Errorf(quotashare.Invalid, "%v", err)
 		}
 	}
 	var out quotashare.Job
 	err = e.run(func(s *control.State) (err error) {
-		out, err = s.Submit(in, need)
+		out, err = s.Submit(in, checked)
 		return err
 	})
 	return out, err
