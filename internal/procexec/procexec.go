@@ -390,8 +390,7 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 	}
 	env["QUOTASHARE_JOB_ID"] = r.spec.JobID
 	env["QUOTASHARE_ATTEMPT_ID"] = r.spec.AttemptID
-	k, v, _ := strings.Cut(instanceMark(r.spec.AttemptID, is.Host), "=")
-	env[k] = v
+	env[instanceKey] = instanceValue(r.spec.AttemptID, is.Host)
 	env["QUOTASHARE_EXIT_FILE"] = filepath.Join(idir, "exitcode")
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
@@ -658,19 +657,23 @@ func (x *Executor) signal(r *run, sig syscall.Signal) {
 		if is.PID > 0 {
 			syscall.Kill(-is.PID, sig)
 		}
-		// And what left the process group (setsid, a double fork): found by the
-		// instance's mark in its environment.
-		for _, pid := range findByEnv(instanceMark(r.spec.AttemptID, is.Host)) {
-			syscall.Kill(pid, sig)
-		}
+	}
+	// And what left the process groups (setsid, a double fork), found by the mark in
+	// its environment: one walk of /proc for every instance of the attempt.
+	for _, pid := range find(instanceMark(r.spec.AttemptID, ""), true) {
+		syscall.Kill(pid, sig)
 	}
 }
 
-// instanceMark is the environment entry every process of one instance inherits: what
-// finds those that left its process group.
-func instanceMark(attemptID, host string) string {
-	return "QUOTASHARE_INSTANCE=" + attemptID + "/" + host
-}
+// instanceKey is the environment variable every process of an instance inherits, valued
+// <attempt>/<host>: what finds those that left its process group.
+const instanceKey = "QUOTASHARE_INSTANCE"
+
+// instanceMark is the instance's entry in its processes' environment; with host "" it
+// is the prefix shared by every instance of the attempt.
+func instanceMark(attemptID, host string) string { return instanceKey + "=" + instanceValue(attemptID, host) }
+
+func instanceValue(attemptID, host string) string { return attemptID + "/" + host }
 
 // Recover adopts the attempts the server says hold capacity: processes still alive are
 // watched again; an attempt whose processes ended reports how; an attempt that never
