@@ -671,7 +671,9 @@ const instanceKey = "QUOTASHARE_INSTANCE"
 
 // instanceMark is the instance's entry in its processes' environment; with host "" it
 // is the prefix shared by every instance of the attempt.
-func instanceMark(attemptID, host string) string { return instanceKey + "=" + instanceValue(attemptID, host) }
+func instanceMark(attemptID, host string) string {
+	return instanceKey + "=" + instanceValue(attemptID, host)
+}
 
 func instanceValue(attemptID, host string) string { return attemptID + "/" + host }
 
