@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
-	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -146,12 +145,11 @@ func describeCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseCommand(fs, args, cf, 1, "exactly one job id"); err != nil {
 		return err
 	}
-	id, err := jobRef(cf, fs.Arg(0))
-	if err != nil {
+	var d *batch.DescribeServiceJobOutput
+	if err := withJob(cf, fs.Arg(0), func(id string) (err error) {
+		d, _, err = describeJob(cf, id)
 		return err
-	}
-	d, _, err := describeJob(cf, id)
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	v := viewOf(d)
@@ -218,12 +216,12 @@ func explainCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseCommand(fs, args, cf, 1, "exactly one job id"); err != nil {
 		return err
 	}
-	id, err := jobRef(cf, fs.Arg(0))
-	if err != nil {
+	var d *batch.DescribeServiceJobOutput
+	var reason batchapi.Reason
+	if err := withJob(cf, fs.Arg(0), func(id string) (err error) {
+		d, reason, err = describeJob(cf, id)
 		return err
-	}
-	d, reason, err := describeJob(cf, id)
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	v := viewOf(d)
@@ -305,13 +303,15 @@ func priorityCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("PRIORITY: %q is not a whole number", fs.Arg(1))
 	}
-	id, err := jobRef(cf, fs.Arg(0))
-	if err != nil {
+	var out *batch.UpdateServiceJobOutput
+	if err := withJob(cf, fs.Arg(0), func(id string) (err error) {
+		out, err = cf.client().UpdateServiceJob(context.Background(), &batch.UpdateServiceJobInput{JobId: aws.String(id), SchedulingPriority: aws.Int32(int32(p))})
+		if err != nil {
+			return cf.apiError(err)
+		}
+		return nil
+	}); err != nil {
 		return err
-	}
-	out, err := cf.client().UpdateServiceJob(context.Background(), &batch.UpdateServiceJobInput{JobId: aws.String(id), SchedulingPriority: aws.Int32(int32(p))})
-	if err != nil {
-		return cf.apiError(err)
 	}
 	if cf.output == "json" {
 		return printJSON(stdout, map[string]any{"jobId": aws.ToString(out.JobId), "schedulingPriority": p})
@@ -338,12 +338,15 @@ func terminateCmd(args []string, stdout, stderr io.Writer) error {
 	if *reason == "" {
 		return errors.New("--reason: is required")
 	}
-	id, err := jobRef(cf, fs.Arg(0))
-	if err != nil {
+	var id string
+	if err := withJob(cf, fs.Arg(0), func(ref string) error {
+		id = ref
+		if _, err := cf.client().TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(ref), Reason: aws.String(*reason)}); err != nil {
+			return cf.apiError(err)
+		}
+		return nil
+	}); err != nil {
 		return err
-	}
-	if _, err := cf.client().TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(id), Reason: aws.String(*reason)}); err != nil {
-		return cf.apiError(err)
 	}
 	if cf.output == "json" {
 		return printJSON(stdout, map[string]string{"jobId": id, "reason": *reason})
@@ -352,17 +355,26 @@ func terminateCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// jobRef turns what the user gave for a job into its id: an id or ARN the server knows,
-// else a job name, else the start of an id, looked for in $QUOTASHARE_QUEUE or in every
-// queue. An ambiguous name or prefix lists the candidates.
-func jobRef(cf *clientFlags, ref string) (string, error) {
+// withJob runs a job command (fn, which reports errors as cf.apiError does) on what the
+// user gave: as an id or ARN first; when the server knows no such job, as a job name,
+// else as the start of an id, looked for in $QUOTASHARE_QUEUE or in every queue. An
+// ambiguous name or prefix lists the candidates. A known id costs no extra request.
+func withJob(cf *clientFlags, ref string, fn func(id string) error) error {
+	err := fn(ref)
+	if err == nil || strings.HasPrefix(ref, "arn:") || !strings.Contains(err.Error(), "does not exist") {
+		return err
+	}
+	id, err := findJob(cf, ref, err)
+	if err != nil {
+		return err
+	}
+	return fn(id)
+}
+
+// findJob looks for a job by name, else by id prefix; with none, it returns notFound.
+func findJob(cf *clientFlags, ref string, notFound error) (string, error) {
 	c := cf.client()
 	ctx := context.Background()
-	_, notFound := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(ref)})
-	var ae smithy.APIError
-	if notFound == nil || !errors.As(notFound, &ae) || !strings.Contains(ae.ErrorMessage(), "does not exist") || strings.HasPrefix(ref, "arn:") {
-		return ref, nil // known, or an error the command itself will report
-	}
 	queues := []string{os.Getenv("QUOTASHARE_QUEUE")}
 	if queues[0] == "" {
 		var err error
@@ -403,5 +415,5 @@ func jobRef(cf *clientFlags, ref string) (string, error) {
 		}
 		return "", fmt.Errorf("%q names %d jobs; give one of their ids:\n%s", ref, len(found), strings.Join(lines, "\n"))
 	}
-	return "", cf.apiError(notFound)
+	return "", notFound
 }
