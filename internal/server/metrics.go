@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/quotashare/quotashare/internal/dispatch"
@@ -37,7 +38,7 @@ func newMetrics(engine func() *dispatch.Engine) *metrics {
 			[]string{"operation", "outcome"}),
 	}
 	m.reg.MustRegister(m.step, m.commit, m.records, m.api, stateCollector{engine},
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -146,8 +146,10 @@ func (d *DB) Acquire(ctx context.Context, holder quotashare.LeaseHolder) (quotas
 		return quotashare.Lease{}, fmt.Errorf("data folder %s: locking %s: %w", d.dir, LockName, err)
 	}
 	b, _ := json.Marshal(holder)
-	if err := f.Truncate(0); err == nil {
-		_, err = f.WriteAt(append(b, '\n'), 0)
+	// Who holds the lock, for the refusal a second server gets. Best effort: the lock
+	// holds without it (the refusal then names no pid).
+	if f.Truncate(0) == nil {
+		f.WriteAt(append(b, '\n'), 0)
 	}
 	var term int64
 	tx, err := d.db.BeginTx(ctx, nil)
