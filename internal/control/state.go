@@ -427,7 +427,7 @@ func (e *State) pass(qs *queueState, now time.Time) {
 
 // setWaiting records why a RUNNABLE job waits: its statusReason and its reason code.
 func setWaiting(j *quotashare.Job, r sched.Reason) {
-	j.ReasonCode, j.ReasonDetail, j.StatusReason = quotashare.ReasonCode(r.Code), r.Text(), r.String()
+	setReason(j, quotashare.ReasonCode(r.Code), r.Text(), r.String())
 	if r.Code != sched.ReasonExecutorCapacity {
 		j.HeldUntil = time.Time{}
 	}
@@ -441,7 +441,13 @@ func heldFor(reason string) string {
 // say sets a job's reason: its code, its detail, and the statusReason rendered from
 // them, the code and the detail joined by sep.
 func say(j *quotashare.Job, code quotashare.ReasonCode, sep, detail string) {
-	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, string(code)+sep+detail
+	setReason(j, code, detail, string(code)+sep+detail)
+}
+
+// setReason sets a job's reason: its code, its detail, and the statusReason rendered
+// from them. Every change of a job's reason goes through it.
+func setReason(j *quotashare.Job, code quotashare.ReasonCode, detail, statusReason string) {
+	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, statusReason
 }
 
 // sayHolding sets the reason of a job that holds capacity and is not being stopped: its
@@ -451,7 +457,7 @@ func sayHolding(j *quotashare.Job, state, detail string) {
 	if len(j.Current.Borrowed) > 0 {
 		code = quotashare.ReasonBorrowing
 	}
-	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, state+" - "+detail
+	setReason(j, code, detail, state+" - "+detail)
 }
 
 // start records a decision to start a job and queues the executor's Start.
@@ -578,7 +584,8 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 				j.PreemptedCount, *n, a.StopReason), now)
 			return
 		}
-		e.requeue(qs, j, quotashare.ReasonRequeuedAfterPreemption, "requeued after preemption: "+a.StopReason, now)
+		d := "requeued after preemption: " + a.StopReason
+		e.requeue(qs, j, quotashare.ReasonRequeuedAfterPreemption, d, "RUNNABLE - "+d, now)
 	case r.Success:
 		a.StatusReason = r.Reason
 		j.Attempts = append(j.Attempts, *a)
@@ -590,7 +597,8 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 		j.Attempts = append(j.Attempts, *a)
 		if retry, why := shouldRetry(j, r); retry {
 			e.counters.Retries[ShareKey{qs.q.Name, j.Share}]++
-			e.requeue(qs, j, quotashare.ReasonRetrying, fmt.Sprintf("retrying (attempt %d of %d failed: %s)", len(j.Attempts), attemptsAllowed(j), r.Reason), now)
+			d := fmt.Sprintf("retrying (attempt %d of %d failed: %s)", len(j.Attempts), attemptsAllowed(j), r.Reason)
+			e.requeue(qs, j, quotashare.ReasonRetrying, d, "RUNNABLE - "+d, now)
 		} else {
 			e.finish(qs, j, quotashare.Failed, quotashare.ReasonAttemptFailed, r.Reason+why, now)
 		}
@@ -645,12 +653,13 @@ func globMatch(pattern, s string) bool {
 	return pattern == s
 }
 
-func (e *State) requeue(qs *queueState, j *quotashare.Job, code quotashare.ReasonCode, detail string, now time.Time) {
+// requeue makes a job RUNNABLE again with its reason, RUNNABLE since now.
+func (e *State) requeue(qs *queueState, j *quotashare.Job, code quotashare.ReasonCode, detail, statusReason string, now time.Time) {
 	if err := qs.sched.Stopped(j.ID, true, now); err != nil {
 		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 	}
 	j.Status = quotashare.Runnable
-	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, "RUNNABLE - "+detail
+	setReason(j, code, detail, statusReason)
 	j.RunnableSince = now
 	qs.fresh = append(qs.fresh, j)
 	e.cfg.Logf("requeue  %s (%s, share %s): %s", j.Name, j.ID, j.Share, j.StatusReason)
@@ -667,9 +676,8 @@ func (e *State) refused(qs *queueState, j *quotashare.Job, r quotashare.Report, 
 	if n := j.CapacityRefusals - 1; n < 30 {
 		backoff = min(backoff, e.cfg.CapacityBackoff<<n)
 	}
-	e.requeue(qs, j, quotashare.ReasonCode(sched.ReasonExecutorCapacity), "", j.RunnableSince) // the clock goes on
-	j.ReasonDetail = fmt.Sprintf("%s; held for %s", r.Reason, backoff)
-	j.StatusReason = j.ReasonDetail
+	held := fmt.Sprintf("%s; held for %s", r.Reason, backoff)
+	e.requeue(qs, j, quotashare.ReasonCode(sched.ReasonExecutorCapacity), held, held, j.RunnableSince) // the clock goes on
 	j.HeldUntil, j.HeldFor = now.Add(backoff), heldFor(r.Reason)
 	if err := qs.sched.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals); err != nil {
 		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
@@ -705,7 +713,7 @@ func (e *State) done(qs *queueState, j *quotashare.Job, status quotashare.JobSta
 	e.counters.Ended[EndKey{qs.q.Name, j.Share, status, code}]++
 	e.cfg.Logf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)
 	j.Status = status
-	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, reason, reason
+	setReason(j, code, reason, reason)
 	j.StoppedAt = now
 	e.touchJob(j)
 	qs.live[j.Share]--
