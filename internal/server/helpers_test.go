@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -176,3 +177,35 @@ func listAll(q string) dispatch.ListFilter {
 }
 
 type dispatchJobInput = dispatch.JobInput
+
+// borrowing starts a server with queue q on 2 ml.g5.xlarge: LEND share a (limit 1) and
+// LEND_AND_BORROW share b (limit 1, borrowLimit 100%), and runs b1 and b2 of b, gated on
+// dir/go, so that b2 borrows a's idle instance. It returns b2's description once running.
+func borrowing(t *testing.T, dir string) (s *Server, c *batch.Client, b2 string, running *batch.DescribeServiceJobOutput) {
+	t.Helper()
+	s, c = start(t, filepath.Join(dir, "data"), time.Second)
+	hundred := int32(100)
+	setup(t, c, "q", 2, share("a", "LEND", 1, nil, false), share("b", "LEND_AND_BORROW", 1, &hundred, false))
+	gate := gated(filepath.Join(dir, "go"))
+	b1 := submit(t, c, "q", "b1", "b", 1, gate)
+	b2 = submit(t, c, "q", "b2", "b", 1, gate)
+	waitStatus(t, c, b1, types.ServiceJobStatusRunning)
+	return s, c, b2, waitStatus(t, c, b2, types.ServiceJobStatusRunning)
+}
+
+// startSigned starts a server whose requests must be signed with the keys of the
+// credentials file holding content.
+func startSigned(t *testing.T, content string) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	if err := os.WriteFile(creds, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(Config{Addr: "127.0.0.1:0", Data: filepath.Join(dir, "data"), Credentials: creds, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}

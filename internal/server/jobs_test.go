@@ -384,14 +384,8 @@ func TestNoNullNextToken(t *testing.T) {
 // never started has neither.
 func TestLatestAttemptAfterPreemption(t *testing.T) {
 	dir := t.TempDir()
-	s, c := start(t, filepath.Join(dir, "data"), time.Second)
-	hundred := int32(100)
-	setup(t, c, "q", 2, share("a", "LEND", 1, nil, false), share("b", "LEND_AND_BORROW", 1, &hundred, false))
+	s, c, b2, running := borrowing(t, dir)
 	gate := gated(filepath.Join(dir, "go"))
-	b1 := submit(t, c, "q", "b1", "b", 1, gate)
-	b2 := submit(t, c, "q", "b2", "b", 1, gate)
-	waitStatus(t, c, b1, types.ServiceJobStatusRunning)
-	running := waitStatus(t, c, b2, types.ServiceJobStatusRunning)
 	firstStart := aws.ToInt64(running.StartedAt)
 	attempt := aws.ToString(running.LatestAttempt.ServiceResourceId.Value)
 	a1 := submit(t, c, "q", "a1", "a", 1, gate) // reclaims the instance b2 borrowed

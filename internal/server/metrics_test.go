@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 )
@@ -61,14 +60,7 @@ func scrape(t *testing.T, url string) func(name string, labels ...string) (float
 // and reason code), and histograms of the loop, the commits and the API requests.
 func TestMetrics(t *testing.T) {
 	dir := t.TempDir()
-	s, c := start(t, filepath.Join(dir, "data"), time.Second)
-	hundred := int32(100)
-	setup(t, c, "q", 2, share("a", "LEND", 1, nil, false), share("b", "LEND_AND_BORROW", 1, &hundred, false))
-	gate := gated(filepath.Join(dir, "go"))
-	b1 := submit(t, c, "q", "b1", "b", 1, gate)
-	b2 := submit(t, c, "q", "b2", "b", 1, gate)
-	waitStatus(t, c, b1, types.ServiceJobStatusRunning)
-	waitStatus(t, c, b2, types.ServiceJobStatusRunning)
+	s, c, _, _ := borrowing(t, dir)
 	m := scrape(t, s.URL)
 	for _, c := range []struct {
 		name   string

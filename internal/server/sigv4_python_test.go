@@ -3,7 +3,6 @@ package server
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -59,14 +58,7 @@ func python(t *testing.T) string {
 // check; a wrong secret, another region or another service in the credential scope do not.
 func TestCredentialsBotocore(t *testing.T) {
 	py := python(t)
-	dir := t.TempDir()
-	creds := filepath.Join(dir, "credentials")
-	os.WriteFile(creds, []byte("AKIDML s3cr3t/key+1\n"), 0o600)
-	s, err := Start(Config{Addr: "127.0.0.1:0", Data: filepath.Join(dir, "data"), Credentials: creds, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := startSigned(t, "AKIDML s3cr3t/key+1\n")
 	sdkc := batch.New(batch.Options{BaseEndpoint: aws.String(s.URL), Region: "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDML", "s3cr3t/key+1", "")})
 	qarn := setup(t, sdkc, "q", 1, share("a", "LEND", 1, nil, false))

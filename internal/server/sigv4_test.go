@@ -3,8 +3,6 @@ package server
 import (
 	"errors"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,14 +16,7 @@ import (
 // key; the SDK's signatures pass, with or without a session token and on the tag
 // operations' escaped ARN paths; wrong or missing ones get 403 with AWS's error types.
 func TestCredentials(t *testing.T) {
-	dir := t.TempDir()
-	creds := filepath.Join(dir, "credentials")
-	os.WriteFile(creds, []byte("# team ml\nAKIDML  s3cr3t/key+1\n"), 0o600)
-	s, err := Start(Config{Addr: "127.0.0.1:0", Data: filepath.Join(dir, "data"), Credentials: creds, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := startSigned(t, "# team ml\nAKIDML  s3cr3t/key+1\n")
 	client := func(id, secret, token string) *batch.Client {
 		return batch.New(batch.Options{BaseEndpoint: aws.String(s.URL), Region: "us-east-1", RetryMaxAttempts: 1,
 			Credentials: credentials.NewStaticCredentialsProvider(id, secret, token)})
