@@ -20,7 +20,6 @@ import (
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/sched"
-	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
 // Config configures a State.
@@ -493,14 +492,6 @@ func (e *State) spec(j *quotashare.Job) quotashare.AttemptSpec {
 		Payload: j.Payload, Need: j.Need, StartedAt: j.Current.StartedAt, Stopping: j.Current.Stop != ""}
 	if j.TimeoutSeconds > 0 {
 		s.Timeout = time.Duration(j.TimeoutSeconds) * time.Second
-	}
-	// Parsed here, once per attempt built, rather than kept for every waiting job: the
-	// payload was checked at submit, so this parse does not fail (if it ever did, the
-	// executor refuses the attempt as CannotStart for want of a request).
-	if req, err := trainingjob.Parse(j.Payload); err == nil {
-		s.Request = req
-	} else {
-		e.cfg.Logf("quotashare: job %s: its stored payload no longer parses: %v", j.ID, err)
 	}
 	return s
 }

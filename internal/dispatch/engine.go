@@ -25,6 +25,7 @@ import (
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/sched"
+	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
 // Config configures an Engine.
@@ -191,6 +192,9 @@ func (e *Engine) recoverAttempts() error {
 	specs := e.st.ActiveSpecs()
 	x := e.exec
 	e.mu.Unlock()
+	for i := range specs {
+		e.parse(&specs[i])
+	}
 	if err := x.Recover(specs); err != nil {
 		return fmt.Errorf("recovering %d attempts: %w", len(specs), err)
 	}
@@ -433,6 +437,7 @@ func (e *Engine) cycle(tick bool) bool {
 func (e *Engine) call(a control.Action) func(quotashare.Executor) {
 	if spec := a.Start; spec != nil {
 		return func(x quotashare.Executor) {
+			e.parse(spec)
 			if err := x.Start(*spec); err != nil {
 				e.Report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
 					At: e.cfg.Now(), Kind: quotashare.ExitCannotStart, Reason: "CannotStart: " + err.Error()})
@@ -445,6 +450,19 @@ func (e *Engine) call(a control.Action) func(quotashare.Executor) {
 			e.cfg.Logf("quotashare: stopping attempt %s: %v (the executor retries on its next report)", id, err)
 		}
 	}
+}
+
+// parse gives an attempt its parsed payload, outside the lock (in actLoop, or before
+// Recover): parsed once per attempt built rather than kept in memory for every waiting
+// job. The payload was checked at submit, so this does not fail; if it ever did, the
+// executor refuses the attempt as CannotStart for want of a request.
+func (e *Engine) parse(spec *quotashare.AttemptSpec) {
+	req, err := trainingjob.Parse(spec.Payload)
+	if err != nil {
+		e.cfg.Logf("quotashare: job %s: its stored payload no longer parses: %v", spec.JobID, err)
+		return
+	}
+	spec.Request = req
 }
 
 // failed handles a commit that did not happen. The memory now holds changes and
