@@ -76,3 +76,13 @@ type Executor interface {
 	// Close stops watching attempts; it leaves their processes running.
 	Close() error
 }
+
+// Forgetter is an Executor that keeps something of an attempt once it is over, such as its
+// output. The server calls Forget with a job's attempts once it has removed the job (its
+// retention ended, or its queue was deleted), and Prune once at start-up, after Recover,
+// so that what a crash kept from Forget goes too: keep says whether an attempt's job
+// still exists. Both are best effort; an error is logged.
+type Forgetter interface {
+	Forget(attemptIDs []string) error
+	Prune(keep func(attemptID string) bool) (removed int, err error)
+}

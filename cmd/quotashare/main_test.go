@@ -50,6 +50,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"serve", "extra"}, `serve takes no arguments, got ["extra"]`},
 		{[]string{"serve", "--preemption-grace", "-1s"}, "--preemption-grace: -1s must not be negative"},
+		{[]string{"serve", "--retain-finished", "-1h"}, "--retain-finished: -1h0m0s must not be negative (0 keeps finished jobs for ever)"},
 		{[]string{"serve", "--gpu-table", "/nonexistent.json"}, "--gpu-table: open /nonexistent.json"},
 		{[]string{"serve", "--executor", "k8s"}, `--executor: "k8s" must be local or kubernetes`},
 		{[]string{"serve", "--unstaged-channels", "maybe"}, `--unstaged-channels: "maybe" must be refuse or allow`},

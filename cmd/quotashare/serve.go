@@ -40,6 +40,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	data := fs.String("data", "./quotashare-data", "data folder: the database, and each attempt's logs and outputs")
 	region := fs.String("region", "us-east-1", "region in ARNs")
 	account := fs.String("account-id", "000000000000", "account id in ARNs")
+	retain := fs.Duration("retain-finished", server.DefaultRetainFinished, "how long a SUCCEEDED or FAILED job and its logs are kept before they are removed (0: for ever)")
 	grace := fs.Duration("preemption-grace", 120*time.Second, "time between SIGTERM and SIGKILL when an attempt is stopped")
 	gpus := fs.String("gpus", "", "GPU ids of this host to hand out, e.g. 0,1,2,3 (default: detected with nvidia-smi; none: logical capacity)")
 	gpuTable := fs.String("gpu-table", "", "JSON file of instance type -> GPUs per instance, extending the built-in table")
@@ -67,7 +68,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if *grace < 0 {
 		return fmt.Errorf("--preemption-grace: %s must not be negative", *grace)
 	}
-	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace, Credentials: *creds,
+	if *retain < 0 {
+		return fmt.Errorf("--retain-finished: %s must not be negative (0 keeps finished jobs for ever)", *retain)
+	}
+	if *retain == 0 {
+		*retain = -1 // for ever
+	}
+	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace, Credentials: *creds, RetainFinished: *retain,
 		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData, UnstagedChannels: *unstaged == "allow"}
 	cfg.GPUs = splitList(*gpus)
 	if *gpus == "" {

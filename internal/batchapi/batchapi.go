@@ -205,6 +205,13 @@ func limitsOut(ds []quotashare.Demand) []capacityLimit {
 
 // page validates maxResults and nextToken and returns the offset and the page size.
 func page(p pageIn) (int, int, error) {
+	off, size, err := pageFrom(p, "o:")
+	return int(off), size, err
+}
+
+// pageFrom validates maxResults and a nextToken of the kind prefix names ("o:" an offset
+// into a list, "t:" a job's creation time), and returns the value and the page size.
+func pageFrom(p pageIn, prefix string) (int64, int, error) {
 	size := 100
 	if p.MaxResults != nil {
 		if *p.MaxResults < 1 || *p.MaxResults > 100 {
@@ -216,11 +223,11 @@ func page(p pageIn) (int, int, error) {
 		return 0, size, nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(p.NextToken)
-	off, err2 := strconv.Atoi(strings.TrimPrefix(string(b), "o:"))
-	if err != nil || err2 != nil || !strings.HasPrefix(string(b), "o:") || off < 0 {
+	v, err2 := strconv.ParseInt(strings.TrimPrefix(string(b), prefix), 10, 64)
+	if err != nil || err2 != nil || !strings.HasPrefix(string(b), prefix) || v < 0 {
 		return 0, 0, quotashare.Errorf(quotashare.Invalid, "nextToken: %q is not a token this server gave", p.NextToken)
 	}
-	return off, size, nil
+	return v, size, nil
 }
 
 // token encodes the offset to go on from; nil at the end, as the SDK paginators expect.
@@ -234,11 +241,14 @@ func paged(member string, items any, next *string) map[string]any {
 	return out
 }
 
-func token(off int) *string {
-	if off <= 0 {
+func token(off int) *string { return tokenOf("o:", int64(off)) }
+
+// tokenOf encodes a nextToken of the kind prefix names; nil when v is 0, the end.
+func tokenOf(prefix string, v int64) *string {
+	if v <= 0 {
 		return nil
 	}
-	t := base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(off)))
+	t := base64.RawURLEncoding.EncodeToString([]byte(prefix + strconv.FormatInt(v, 10)))
 	return &t
 }
 

@@ -460,7 +460,7 @@ var statuses = []quotashare.JobStatus{quotashare.Submitted, "PENDING", quotashar
 	quotashare.Running, quotashare.Succeeded, quotashare.Failed}
 
 func (h *Handler) listJobs(in *listJobsIn) (any, error) {
-	off, size, err := page(in.pageIn)
+	from, size, err := pageFrom(in.pageIn, "t:")
 	if err != nil {
 		return nil, err
 	}
@@ -476,7 +476,7 @@ func (h *Handler) listJobs(in *listJobsIn) (any, error) {
 	default:
 		return nil, quotashare.Errorf(quotashare.Invalid, "filters: only one filter can be used at a time; got %d", len(in.Filters))
 	}
-	jobs, next, err := h.e.ListJobs(f, off, size)
+	jobs, next, err := h.e.ListJobs(f, from, size)
 	if err != nil {
 		return nil, err
 	}
@@ -484,7 +484,7 @@ func (h *Handler) listJobs(in *listJobsIn) (any, error) {
 	for _, j := range jobs {
 		out = append(out, h.jobOutOf(j, false))
 	}
-	return paged("jobSummaryList", out, token(next)), nil
+	return paged("jobSummaryList", out, tokenOf("t:", next)), nil
 }
 
 func (h *Handler) updateJob(in *jobIDIn) (any, error) {

@@ -18,11 +18,14 @@ import (
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
 // fresh is an empty State with ids job-1, job-2, ... at t0.
-func fresh(t *testing.T) *State {
+func fresh(t *testing.T) *State { return freshWith(t, Config{}) }
+
+// freshWith is fresh with a configuration (its NewID is replaced).
+func freshWith(t *testing.T, cfg Config) *State {
 	t.Helper()
 	n := 0
-	s, err := Load(Config{NewID: func() string { n++; return fmt.Sprintf("job-%d", n) }},
-		func(func(quotashare.Record) error) error { return nil })
+	cfg.NewID = func() string { n++; return fmt.Sprintf("job-%d", n) }
+	s, err := Load(cfg, func(func(quotashare.Record) error) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +523,7 @@ func TestListJobs(t *testing.T) {
 	// pages, and nothing is listed twice or left out.
 	for _, f := range []ListFilter{{Queue: "q", Filter: "JOB_NAME", Values: []string{"*"}}, {Queue: "q", Status: quotashare.Scheduled}} {
 		var names []string
-		from := 0
+		var from int64
 		for page := 0; page < 10; page++ {
 			jobs, next, err := s.ListJobs(f, from, 2)
 			if err != nil {

@@ -15,6 +15,7 @@ type Counters struct {
 	Preemptions map[PreemptionKey]int64 // attempts preempted, by rule and victim share
 	Ended       map[EndKey]int64        // jobs ended, by status and reason code
 	Retries     map[ShareKey]int64      // failed attempts retried
+	Removed     int64                   // finished jobs removed at the end of their retention
 }
 
 // ShareKey names a share of a queue.
@@ -41,7 +42,7 @@ func newCounters() Counters {
 // Counters returns a copy of the counters.
 func (e *State) Counters() Counters {
 	return Counters{Starts: maps.Clone(e.counters.Starts), Preemptions: maps.Clone(e.counters.Preemptions),
-		Ended: maps.Clone(e.counters.Ended), Retries: maps.Clone(e.counters.Retries)}
+		Ended: maps.Clone(e.counters.Ended), Retries: maps.Clone(e.counters.Retries), Removed: e.counters.Removed}
 }
 
 // AllUsage returns every queue's share usage, by queue name.

@@ -177,7 +177,7 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 		if in.ClientToken != "" {
 			e.tokens[in.ClientToken] = id
 		}
-		qs.jobs = append(qs.jobs, j)
+		qs.jobs.add(j)
 		qs.live[j.Share]++
 		qs.fresh = append(qs.fresh, j)
 		qs.dirty = true
@@ -353,9 +353,10 @@ type ListFilter struct {
 
 // ListJobs returns the jobs that match, newest first, up to max of them, and where to go
 // on from (0 at the end). from is 0 for the newest job, or a value ListJobs returned: the
-// position of the next job to look at, counted from the oldest, plus one. A queue's jobs
-// are only ever appended, so a position stays valid while new jobs arrive between pages.
-func (e *State) ListJobs(f ListFilter, from, max int) ([]quotashare.Job, int, error) {
+// creation time, in Unix nanoseconds, of the next job to look at. It stays valid while
+// jobs are submitted and removed between pages; submission times are distinct, so a page
+// neither skips nor repeats a job.
+func (e *State) ListJobs(f ListFilter, from int64, max int) ([]quotashare.Job, int64, error) {
 	if f.Queue == "" {
 		return nil, 0, invalid("jobQueue: is required")
 	}
@@ -367,35 +368,40 @@ func (e *State) ListJobs(f ListFilter, from, max int) ([]quotashare.Job, int, er
 	if err != nil {
 		return nil, 0, err
 	}
-	i := len(qs.jobs) - 1
-	if from > 0 {
-		i = min(from-1, i)
-	}
 	var out []quotashare.Job
 	if f.Filter == "" && (f.Status == "" || f.Status.Active()) {
 		// Only jobs that hold capacity can match: list them from the active set.
-		var pos []int
-		for j, p := range qs.active {
-			if p <= i && match(j) {
-				pos = append(pos, p)
+		var found []*quotashare.Job
+		for j := range qs.active {
+			if (from == 0 || j.CreatedAt.UnixNano() <= from) && match(j) {
+				found = append(found, j)
 			}
 		}
-		slices.Sort(pos)
-		slices.Reverse(pos)
-		for _, p := range pos[:min(max, len(pos))] {
-			out = append(out, cloneJob(qs.jobs[p]))
+		slices.SortFunc(found, func(a, b *quotashare.Job) int { return bySubmission(b, a) })
+		for _, j := range found[:min(max, len(found))] {
+			out = append(out, cloneJob(j))
 		}
-		if len(pos) <= max {
+		if len(found) <= max {
 			return out, 0, nil
 		}
-		return out, pos[max-1], nil
+		return out, found[max].CreatedAt.UnixNano(), nil
+	}
+	slots := qs.jobs.slots
+	i := len(slots) - 1
+	if from > 0 {
+		i = qs.jobs.upTo(from)
 	}
 	for ; i >= 0 && len(out) < max; i-- {
-		if j := qs.jobs[i]; match(j) {
+		if j := slots[i].j; j != nil && match(j) {
 			out = append(out, cloneJob(j))
 		}
 	}
-	return out, i + 1, nil
+	for ; i >= 0 && slots[i].j == nil; i-- {
+	}
+	if i < 0 {
+		return out, 0, nil
+	}
+	return out, slots[i].at, nil
 }
 
 func jobMatcher(f ListFilter) (func(*quotashare.Job) bool, error) {

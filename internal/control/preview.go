@@ -2,7 +2,6 @@ package control
 
 import (
 	"maps"
-	"slices"
 
 	"github.com/quotashare/quotashare"
 )
@@ -91,12 +90,7 @@ func (e *State) Preview(queue string, changes []PreviewChange) (Preview, error) 
 			}
 		}
 	}
-	var active []*quotashare.Job
-	for j := range qs.active {
-		active = append(active, j)
-	}
-	slices.SortFunc(active, func(a, b *quotashare.Job) int { return qs.active[a] - qs.active[b] })
-	for _, j := range active {
+	for _, j := range qs.activeJobs() {
 		if preempted[j.ID] || j.Current.Stop != "" {
 			continue
 		}

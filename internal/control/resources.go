@@ -285,7 +285,7 @@ func (e *State) UpdateEnvironment(ref, st string, limits []quotashare.Demand) (o
 		if qs != nil {
 			qs.dirty = true
 			if !disabled {
-				qs.fresh = append(qs.fresh, qs.runnable()...)
+				qs.fresh = append(qs.fresh, e.runnable(qs)...)
 			}
 		}
 		e.touch(kindEnv, arn)
@@ -295,14 +295,15 @@ func (e *State) UpdateEnvironment(ref, st string, limits []quotashare.Demand) (o
 	return out, err
 }
 
-// runnable lists the queue's RUNNABLE jobs (for refreshing their reasons).
-func (qs *queueState) runnable() []*quotashare.Job {
+// runnable lists the queue's RUNNABLE jobs (for refreshing their reasons), from its
+// scheduler: never the queue's history.
+func (e *State) runnable(qs *queueState) []*quotashare.Job {
 	var out []*quotashare.Job
-	for _, j := range qs.jobs {
-		if j.Status == quotashare.Runnable {
+	qs.sched.EachWaiting(func(id string) {
+		if j := e.jobs[id]; j != nil && j.Status == quotashare.Runnable {
 			out = append(out, j)
 		}
-	}
+	})
 	return out
 }
 
@@ -595,11 +596,10 @@ func (e *State) DeleteQueue(ref string) error {
 			return quotashare.Errorf(quotashare.Conflict, "jobQueue: %s still has %d quota share(s); disable and delete them first (that terminates their jobs)", qs.q.Name, len(qs.shares))
 		}
 		delete(e.queues, arn)
-		for _, j := range qs.jobs {
-			delete(e.jobs, j.ID)
-			delete(e.tokens, j.ClientToken)
-			e.touchJob(j)
-		}
+		qs.jobs.each(func(j *quotashare.Job) bool {
+			e.removeJob(nil, j)
+			return true
+		})
 		e.touch(kindQueue, arn)
 		return nil
 	})

@@ -165,7 +165,7 @@ func (e *State) UpdateShare(arn string, in ShareInput) (out quotashare.QuotaShar
 		}
 		*s = cfg
 		qs.dirty = true
-		qs.fresh = append(qs.fresh, qs.runnable()...)
+		qs.fresh = append(qs.fresh, e.runnable(qs)...)
 		e.touch(kindShare, arn)
 		out = *s
 		out.Tags = maps.Clone(s.Tags)
@@ -215,10 +215,17 @@ func (e *State) DeleteShare(arn string) error {
 		s.Deleting = true
 		e.touch(kindShare, arn)
 		qs := e.queues[s.QueueARN]
-		for _, j := range qs.jobs {
-			if j.Share == s.Name && !j.Status.Done() {
-				e.terminate(qs, j, "Quota share "+s.Name+" was deleted", now)
+		// Its unfinished jobs, in submission order: those the scheduler holds, never the
+		// queue's history.
+		var ending []*quotashare.Job
+		qs.sched.EachJob(func(id string) {
+			if j := e.jobs[id]; j != nil && j.Share == s.Name && !j.Status.Done() {
+				ending = append(ending, j)
 			}
+		})
+		slices.SortFunc(ending, bySubmission)
+		for _, j := range ending {
+			e.terminate(qs, j, "Quota share "+s.Name+" was deleted", now)
 		}
 		if qs.live[s.Name] == 0 {
 			e.dropShare(qs, s)

@@ -40,13 +40,20 @@ type Config struct {
 	// CapacityBackoffMax (defaults 1 s and 2 min). A change of the executor's capacity
 	// (an attempt exits) ends every such wait at once.
 	CapacityBackoff, CapacityBackoffMax time.Duration
+	// RetainFinished is how long a finished (SUCCEEDED or FAILED) job is kept; then it is
+	// removed from memory and the store, and the executor forgets its output. Zero keeps
+	// finished jobs for ever.
+	RetainFinished time.Duration
+	// SweepBatch is the most finished jobs a Step removes (default 1000).
+	SweepBatch int
 }
 
 // Action is an executor call a change asks for, to be made once the batch holding the
 // change is durable: start an attempt, or stop one.
 type Action struct {
-	Start *quotashare.AttemptSpec
-	Stop  string // attempt id
+	Start  *quotashare.AttemptSpec
+	Stop   string   // attempt id
+	Forget []string // attempt ids of a removed job: the executor drops what it kept of them
 }
 
 // State is the server's state. It is not safe for concurrent use: its runner holds one
@@ -61,6 +68,7 @@ type State struct {
 	clock    time.Time                               // the time of the call, from SetTime
 	lastNow  time.Time
 	limitsAt time.Time // when timeLimits last ran
+	finished finishedList
 
 	dirty    map[recKey]bool
 	actions  []Action
@@ -90,6 +98,9 @@ func Load(cfg Config, load func(fn func(quotashare.Record) error) error) (*State
 	}
 	if cfg.CapacityBackoff <= 0 {
 		cfg.CapacityBackoff = time.Second
+	}
+	if cfg.SweepBatch <= 0 {
+		cfg.SweepBatch = 1000
 	}
 	if cfg.CapacityBackoffMax < cfg.CapacityBackoff {
 		cfg.CapacityBackoffMax = max(cfg.CapacityBackoff, 2*time.Minute)
@@ -144,6 +155,7 @@ func (e *State) Step(reports []quotashare.Report, tick bool) {
 		e.apply(r, now)
 	}
 	e.timeLimits(now)
+	e.sweep(now)
 	for _, qs := range e.sortedQueues() {
 		if qs.dirty || tick {
 			e.pass(qs, now)
@@ -190,25 +202,32 @@ type queueState struct {
 	q      *quotashare.Queue
 	shares map[string]*quotashare.QuotaShare // by name
 	sched  *sched.Scheduler
-	jobs   []*quotashare.Job // every job ever submitted, in submission order
-	// active are the jobs holding capacity (SCHEDULED, STARTING, RUNNING), by their
-	// position in jobs: few (capacity bounds them), so listing them scans no queue.
-	active map[*quotashare.Job]int
+	jobs   jobList // its jobs, in submission order: those unfinished, and those finished and retained
+	// active are the jobs holding capacity (SCHEDULED, STARTING, RUNNING): few (capacity
+	// bounds them), so listing them scans no queue.
+	active map[*quotashare.Job]bool
 	live   map[string]int    // unfinished jobs per share name
 	fresh  []*quotashare.Job // jobs made RUNNABLE since the last pass
 	dirty  bool              // needs a pass
 }
 
 func newQueueState(q *quotashare.Queue) *queueState {
-	return &queueState{q: q, shares: map[string]*quotashare.QuotaShare{}, live: map[string]int{}, active: map[*quotashare.Job]int{}}
+	return &queueState{q: q, shares: map[string]*quotashare.QuotaShare{}, live: map[string]int{}, active: map[*quotashare.Job]bool{}}
 }
 
-// position finds a job's place in qs.jobs, which is in submission order.
-func (qs *queueState) position(j *quotashare.Job) int {
-	i, _ := slices.BinarySearchFunc(qs.jobs, j, func(a, b *quotashare.Job) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
-	return i
+// bySubmission orders jobs as they were submitted.
+func bySubmission(a, b *quotashare.Job) int {
+	return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+}
+
+// activeJobs returns the queue's jobs that hold capacity, in submission order.
+func (qs *queueState) activeJobs() []*quotashare.Job {
+	out := make([]*quotashare.Job, 0, len(qs.active))
+	for j := range qs.active {
+		out = append(out, j)
+	}
+	slices.SortFunc(out, bySubmission)
+	return out
 }
 
 type recKey struct{ kind, key string }
@@ -273,9 +292,8 @@ func (e *State) load(load func(fn func(quotashare.Record) error) error) error {
 		}
 		qs.shares[s.Name] = s
 	}
-	slices.SortFunc(jobs, func(a, b *quotashare.Job) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
+	slices.SortFunc(jobs, bySubmission)
+	var finished []*quotashare.Job
 	for _, j := range jobs {
 		qs := e.queues[j.QueueARN]
 		if qs == nil {
@@ -285,11 +303,13 @@ func (e *State) load(load func(fn func(quotashare.Record) error) error) error {
 		if j.ClientToken != "" {
 			e.tokens[j.ClientToken] = j.ID
 		}
-		qs.jobs = append(qs.jobs, j)
+		qs.jobs.add(j)
 		if j.Current != nil {
-			qs.active[j] = len(qs.jobs) - 1
+			qs.active[j] = true
 		}
-		if !j.Status.Done() {
+		if j.Status.Done() {
+			finished = append(finished, j)
+		} else {
 			qs.live[j.Share]++
 		}
 		if j.Status == quotashare.Runnable {
@@ -299,6 +319,8 @@ func (e *State) load(load func(fn func(quotashare.Record) error) error) error {
 			e.lastNow = j.CreatedAt
 		}
 	}
+	slices.SortStableFunc(finished, func(a, b *quotashare.Job) int { return finishedAt(a).Compare(finishedAt(b)) })
+	e.finished = finishedList{jobs: finished}
 	for _, qs := range e.queues {
 		var err error
 		if qs.sched, err = e.rebuild(qs); err != nil {
@@ -327,11 +349,11 @@ func (e *State) rebuild(qs *queueState) (*sched.Scheduler, error) {
 	}
 	// Waiting jobs first, so that a stopping attempt finds the job its capacity is for.
 	for pass := 0; pass < 2; pass++ {
-		for _, j := range qs.jobs {
+		var err error
+		qs.jobs.each(func(j *quotashare.Job) bool {
 			if j.Status.Done() || (pass == 0) != (j.Current == nil) {
-				continue
+				return true
 			}
-			var err error
 			if j.Current == nil {
 				err = s.Submit(schedJob(j))
 				if err == nil && !j.HeldUntil.IsZero() {
@@ -342,8 +364,13 @@ func (e *State) rebuild(qs *queueState) (*sched.Scheduler, error) {
 					Stopping: j.Current.Stop != "", StoppingFor: j.Current.StopFor})
 			}
 			if err != nil {
-				return nil, fmt.Errorf("job %s: %w", j.ID, err)
+				err = fmt.Errorf("job %s: %w", j.ID, err)
+				return false
 			}
+			return true
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return s, nil
@@ -466,7 +493,7 @@ func (e *State) start(j *quotashare.Job, st sched.Start, now time.Time) {
 	a := &quotashare.Attempt{ID: quotashare.AttemptID(j.ID, j.Seq), ScheduledAt: now, Borrowed: st.Borrowed}
 	j.Current = a
 	qs := e.queues[j.QueueARN]
-	qs.active[j] = qs.position(j)
+	qs.active[j] = true
 	j.Status = quotashare.Scheduled
 	sayHolding(j, "SCHEDULED", "capacity assigned in share "+j.Share+borrowText(st.Borrowed))
 	j.HeldUntil = time.Time{}
@@ -707,6 +734,7 @@ func (e *State) done(qs *queueState, j *quotashare.Job, status quotashare.JobSta
 	setReason(j, code, reason, reason)
 	j.StoppedAt = now
 	e.touchJob(j)
+	e.finished.push(j)
 	qs.live[j.Share]--
 	if s := qs.shares[j.Share]; s != nil && s.Deleting && qs.live[j.Share] == 0 {
 		e.dropShare(qs, s)

@@ -75,9 +75,9 @@ func (e *Engine) Terminate(ref string, reason string) error {
 }
 
 // ListJobs: see control.State.ListJobs.
-func (e *Engine) ListJobs(f ListFilter, from int, max int) ([]quotashare.Job, int, error) {
+func (e *Engine) ListJobs(f ListFilter, from int64, max int) ([]quotashare.Job, int64, error) {
 	var r0 []quotashare.Job
-	var r1 int
+	var r1 int64
 	err := e.read(func(s *control.State) (err error) {
 		r0, r1, err = s.ListJobs(f, from, max)
 		return err

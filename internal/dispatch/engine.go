@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,9 @@ type Config struct {
 	// CapacityBackoffMax (defaults 1 s and 2 min). A change of the executor's capacity
 	// (an attempt exits) ends every such wait at once.
 	CapacityBackoff, CapacityBackoffMax time.Duration
+	// RetainFinished is how long a finished job is kept before it is removed, with its
+	// attempts' output (zero: for ever).
+	RetainFinished time.Duration
 	// Observe, if set, hears how long each loop step (reports, time limits, passes) and
 	// each commit took, and how many records the commit wrote: for metrics.
 	Observe Observer
@@ -68,18 +72,19 @@ type Metrics struct {
 	Counters control.Counters
 	Usage    map[string][]sched.ShareUsage // by queue name
 	Passes   int64
+	Retained int // finished jobs kept until their retention ends
 }
 
 // Metrics returns the counters and every queue's share usage.
 func (e *Engine) Metrics() Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return Metrics{Counters: e.st.Counters(), Usage: e.st.AllUsage(), Passes: e.st.Passes()}
+	return Metrics{Counters: e.st.Counters(), Usage: e.st.AllUsage(), Passes: e.st.Passes(), Retained: e.st.Retained()}
 }
 
 func (c Config) control() control.Config {
 	return control.Config{Region: c.Region, Account: c.Account, NewID: c.NewID, Sched: c.Sched, Tick: c.Tick, Logf: c.Logf,
-		CapacityBackoff: c.CapacityBackoff, CapacityBackoffMax: c.CapacityBackoffMax}
+		CapacityBackoff: c.CapacityBackoff, CapacityBackoffMax: c.CapacityBackoffMax, RetainFinished: c.RetainFinished}
 }
 
 // Engine runs the server's state. Its methods are safe for concurrent use.
@@ -111,6 +116,7 @@ type Engine struct {
 	// launching processes does not hold up the next commit.
 	actq    chan []func(quotashare.Executor)
 	actDone chan struct{}
+	pruning sync.WaitGroup // the start-up Prune
 }
 
 // Open takes the store's lease, loads the state from the store, and rewrites it in the
@@ -182,7 +188,43 @@ func (e *Engine) Run(x quotashare.Executor) error {
 	go e.actLoop()
 	go e.commitLoop()
 	e.poke()
+	if f, ok := x.(quotashare.Forgetter); ok {
+		// In the background (the folder may hold millions): what a crash kept from an
+		// earlier Forget goes, and the folders of live jobs stay. Close waits for it.
+		e.pruning.Add(1)
+		go func() {
+			defer e.pruning.Done()
+			e.prune(f)
+		}()
+	}
 	return nil
+}
+
+// prune has the executor remove what it kept of attempts whose job no longer exists.
+func (e *Engine) prune(f quotashare.Forgetter) {
+	n, err := f.Prune(func(attemptID string) bool {
+		select {
+		case <-e.stop:
+			return true // closing: the next start goes on
+		default:
+		}
+		i := strings.LastIndexByte(attemptID, '-')
+		if i <= 0 || strings.Trim(attemptID[i+1:], "0123456789") != "" || i+1 == len(attemptID) {
+			return true // not an attempt's (<job id>-<number>): left alone
+		}
+		keep := true
+		e.read(func(s *control.State) error {
+			keep = s.HasJob(attemptID[:i])
+			return nil
+		})
+		return keep
+	})
+	if err != nil {
+		e.cfg.Logf("quotashare: removing the output of removed jobs' attempts: %v", err)
+	}
+	if n > 0 {
+		e.cfg.Logf("quotashare: removed the output of %d attempt(s) whose job was already removed", n)
+	}
 }
 
 // recoverAttempts hands the executor every attempt the state says holds capacity, as a
@@ -286,6 +328,7 @@ func (e *Engine) Close() {
 		}
 	}
 	<-e.stopped
+	e.pruning.Wait()
 	e.releaseOnce.Do(func() {
 		if err := e.cfg.Store.Release(context.Background(), e.lease); err != nil {
 			e.cfg.Logf("quotashare: releasing the store's lease: %v", err)
@@ -441,6 +484,15 @@ func (e *Engine) call(a control.Action) func(quotashare.Executor) {
 			if err := x.Start(*spec); err != nil {
 				e.Report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
 					At: e.cfg.Now(), Kind: quotashare.ExitCannotStart, Reason: "CannotStart: " + err.Error()})
+			}
+		}
+	}
+	if ids := a.Forget; ids != nil {
+		return func(x quotashare.Executor) {
+			if f, ok := x.(quotashare.Forgetter); ok {
+				if err := f.Forget(ids); err != nil {
+					e.cfg.Logf("quotashare: removing the output of attempts %s: %v", strings.Join(ids, ", "), err)
+				}
 			}
 		}
 	}

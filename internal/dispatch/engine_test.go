@@ -129,7 +129,7 @@ func TestListActive(t *testing.T) {
 		}
 		synctest.Wait()
 		var got []string
-		from := 0
+		var from int64
 		for page := 0; page < 10; page++ {
 			js, next, err := e.ListJobs(ListFilter{Queue: "q", Status: quotashare.Scheduled}, from, 2)
 			if err != nil {

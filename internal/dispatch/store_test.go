@@ -48,7 +48,15 @@ func (x *recorder) calls() (starts []quotashare.AttemptSpec, recovers [][]string
 // openMemory runs an engine on an in-memory store with the recorder as its executor.
 func openMemory(t *testing.T, m *storetest.Memory, x quotashare.Executor) *Engine {
 	t.Helper()
-	e, err := Open(Config{Store: m.Open(), Holder: quotashare.LeaseHolder{ID: "test", PID: 1, Addr: "127.0.0.1:1"}, Logf: t.Logf})
+	return openWith(t, m, x, func(*Config) {})
+}
+
+// openWith is openMemory with changes to the configuration.
+func openWith(t *testing.T, m *storetest.Memory, x quotashare.Executor, change func(*Config)) *Engine {
+	t.Helper()
+	cfg := Config{Store: m.Open(), Holder: quotashare.LeaseHolder{ID: "test", PID: 1, Addr: "127.0.0.1:1"}, Logf: t.Logf}
+	change(&cfg)
+	e, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

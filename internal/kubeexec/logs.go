@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/quotashare/quotashare/internal/attemptdir"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -53,4 +54,20 @@ func (x *Executor) OpenLog(ctx context.Context, attemptID, host, stream string) 
 		}
 	}
 	return x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).GetLogs(PodName(attemptID, host), &corev1.PodLogOptions{Container: Container}).Stream(ctx)
+}
+
+// Forget removes the attempts' saved logs.
+func (x *Executor) Forget(attemptIDs []string) error {
+	if x.cfg.LogDir == "" {
+		return nil
+	}
+	return attemptdir.Remove(x.cfg.LogDir, attemptIDs)
+}
+
+// Prune removes the saved logs of attempts whose job is gone.
+func (x *Executor) Prune(keep func(attemptID string) bool) (int, error) {
+	if x.cfg.LogDir == "" {
+		return 0, nil
+	}
+	return attemptdir.Prune(x.cfg.LogDir, keep)
 }

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/attemptdir"
 	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
@@ -783,4 +784,12 @@ func (x *Executor) OpenLog(_ context.Context, attemptID, host, stream string) (i
 		return nil, errors.New("no such file")
 	}
 	return f, err
+}
+
+// Forget removes the attempts' folders: their output and run state.
+func (x *Executor) Forget(attemptIDs []string) error { return attemptdir.Remove(x.cfg.Dir, attemptIDs) }
+
+// Prune removes the folders of attempts whose job is gone.
+func (x *Executor) Prune(keep func(attemptID string) bool) (int, error) {
+	return attemptdir.Prune(x.cfg.Dir, keep)
 }

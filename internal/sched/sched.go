@@ -671,3 +671,11 @@ func (s *Scheduler) EachWaiting(fn func(id string)) {
 		}
 	}
 }
+
+// EachJob calls fn with the id of every job the scheduler holds (waiting, active and
+// stopping), in no order. fn must not change the scheduler.
+func (s *Scheduler) EachJob(fn func(id string)) {
+	for id := range s.jobs {
+		fn(id)
+	}
+}

@@ -115,11 +115,13 @@ var (
 	descEnded     = prometheus.NewDesc("quotashare_jobs_ended_total", "Jobs ended, by status and reason code.", []string{"queue", "share", "status", "reason"}, nil)
 	descRetries   = prometheus.NewDesc("quotashare_retries_total", "Failed attempts retried.", []string{"queue", "share"}, nil)
 	descPasses    = prometheus.NewDesc("quotashare_scheduling_passes_total", "Scheduling passes run, over all queues.", nil, nil)
+	descRemoved   = prometheus.NewDesc("quotashare_jobs_removed_total", "Finished jobs removed, with their logs, at the end of their retention (serve --retain-finished).", nil, nil)
+	descRetained  = prometheus.NewDesc("quotashare_jobs_retained", "Finished jobs kept until their retention ends.", nil, nil)
 )
 
 func (stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLimit, descInUse, descBorrowed, descIdle, descStopping, descWaiting, descActive,
-		descStarts, descPreempted, descEnded, descRetries, descPasses} {
+		descStarts, descPreempted, descEnded, descRetries, descPasses, descRemoved, descRetained} {
 		ch <- d
 	}
 }
@@ -162,4 +164,6 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRetries, v, k.Queue, k.Share)
 	}
 	counter(descPasses, m.Passes)
+	counter(descRemoved, m.Counters.Removed)
+	gauge(descRetained, m.Retained)
 }

@@ -87,6 +87,9 @@ func TestMetrics(t *testing.T) {
 	if got, ok := m("quotashare_jobs_ended_total", "queue", "q", "share", "a", "status", "SUCCEEDED", "reason", "COMPLETED"); !ok || got != 1 {
 		t.Errorf("a's succeeded jobs: %v %v, want 1", got, ok)
 	}
+	if got, ok := m("quotashare_jobs_retained"); !ok || got != 1 {
+		t.Errorf("finished jobs retained: %v %v, want 1", got, ok)
+	}
 	for _, h := range []struct {
 		name   string
 		labels []string

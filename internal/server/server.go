@@ -33,6 +33,9 @@ type Config struct {
 	Addr, Data, Region, Account string
 	// Grace is the time between SIGTERM and SIGKILL when an attempt is stopped.
 	Grace time.Duration
+	// RetainFinished is how long a SUCCEEDED or FAILED job, and its logs, are kept
+	// (zero: DefaultRetainFinished; negative: for ever).
+	RetainFinished time.Duration
 	// GPUs are the host GPU ids to hand out (empty: logical capacity).
 	GPUs []string
 	// GPUTable extends the built-in instance type -> GPUs table.
@@ -163,7 +166,7 @@ func Start(cfg Config) (*Server, error) {
 	var engine *dispatch.Engine
 	mets := newMetrics(func() *dispatch.Engine { return engine })
 	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf,
-		Observe: mets})
+		Observe: mets, RetainFinished: retention(cfg.RetainFinished)})
 	if err != nil {
 		store.Close()
 		ln.Close()
@@ -361,4 +364,18 @@ func attemptIDs(j quotashare.Job) []string {
 		ids = append(ids, quotashare.AttemptID(j.ID, i))
 	}
 	return ids
+}
+
+// DefaultRetainFinished is how long a finished job is kept when Config says nothing.
+const DefaultRetainFinished = 7 * 24 * time.Hour
+
+// retention turns Config.RetainFinished into the engine's (zero: for ever).
+func retention(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultRetainFinished
+	case d < 0:
+		return 0
+	}
+	return d
 }

@@ -1,0 +1,160 @@
+package control
+
+// A queue's jobs in submission order, and the retention of finished jobs: once a job has
+// been SUCCEEDED or FAILED for Config.RetainFinished, it is removed from memory and from
+// the store, and the executor forgets its attempts' output.
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/quotashare/quotashare"
+)
+
+// jobList is a queue's jobs in submission order (CreatedAt, then id). Jobs are appended
+// as they are submitted; a removed job leaves a hole, keeping its creation time so that
+// the list stays searchable, until holes are half the list and it is compacted. A place
+// in the list is never handed out: a list page goes on from a creation time, which stays
+// valid while jobs come and go.
+type jobList struct {
+	slots []jobSlot
+	holes int
+}
+
+type jobSlot struct {
+	at int64 // CreatedAt in Unix nanoseconds
+	j  *quotashare.Job
+}
+
+func (l *jobList) len() int { return len(l.slots) - l.holes }
+
+func (l *jobList) add(j *quotashare.Job) {
+	l.slots = append(l.slots, jobSlot{j.CreatedAt.UnixNano(), j})
+}
+
+// upTo returns the index of the last slot created at or before at (-1 when none).
+func (l *jobList) upTo(at int64) int {
+	i, _ := slices.BinarySearchFunc(l.slots, at+1, func(s jobSlot, at int64) int { return cmp.Compare(s.at, at) })
+	return i - 1
+}
+
+// remove takes a job out, leaving a hole; when holes are half the list, the list is
+// compacted.
+func (l *jobList) remove(j *quotashare.Job) {
+	at := j.CreatedAt.UnixNano()
+	for i := l.upTo(at); i >= 0 && l.slots[i].at == at; i-- {
+		if l.slots[i].j == j {
+			l.slots[i].j = nil
+			l.holes++
+			break
+		}
+	}
+	if l.holes > 32 && l.holes*2 > len(l.slots) {
+		live := make([]jobSlot, 0, l.len())
+		for _, s := range l.slots {
+			if s.j != nil {
+				live = append(live, s)
+			}
+		}
+		l.slots, l.holes = live, 0
+	}
+}
+
+// each calls fn for every job, oldest first, until it returns false.
+func (l *jobList) each(fn func(*quotashare.Job) bool) {
+	for _, s := range l.slots {
+		if s.j != nil && !fn(s.j) {
+			return
+		}
+	}
+}
+
+// finishedList is every finished job in the order it finished (StoppedAt): the order in
+// which retention removes them. Jobs finish at strictly increasing times, so done()
+// appends; a job removed otherwise (with its queue) is skipped when its turn comes.
+type finishedList struct {
+	jobs []*quotashare.Job
+	head int
+}
+
+func (f *finishedList) push(j *quotashare.Job) { f.jobs = append(f.jobs, j) }
+
+func (f *finishedList) peek() *quotashare.Job {
+	if f.head == len(f.jobs) {
+		return nil
+	}
+	return f.jobs[f.head]
+}
+
+func (f *finishedList) pop() {
+	f.jobs[f.head] = nil
+	f.head++
+	if f.head > 1024 && f.head*2 > len(f.jobs) {
+		f.jobs = append([]*quotashare.Job(nil), f.jobs[f.head:]...)
+		f.head = 0
+	}
+}
+
+func (f *finishedList) len() int { return len(f.jobs) - f.head }
+
+// finishedAt is when a finished job finished (its creation, for a record without one).
+func finishedAt(j *quotashare.Job) time.Time {
+	if j.StoppedAt.IsZero() {
+		return j.CreatedAt
+	}
+	return j.StoppedAt
+}
+
+// sweep removes the finished jobs whose retention is over, at most Config.SweepBatch of
+// them in a call: a Step's batch stays small, and the requests queued behind it wait for
+// no more than that. The rest go in the next Steps.
+func (e *State) sweep(now time.Time) {
+	if e.cfg.RetainFinished <= 0 {
+		return
+	}
+	deadline := now.Add(-e.cfg.RetainFinished)
+	removed := 0
+	for range e.cfg.SweepBatch {
+		j := e.finished.peek()
+		if j == nil || finishedAt(j).After(deadline) {
+			break
+		}
+		e.finished.pop()
+		if e.jobs[j.ID] != j {
+			continue // already gone with its queue
+		}
+		e.removeJob(e.queues[j.QueueARN], j)
+		removed++
+	}
+	if removed > 0 {
+		e.counters.Removed += int64(removed)
+		e.cfg.Logf("removed  %d job(s) finished more than %s ago, with their logs (%d finished jobs retained)", removed, e.cfg.RetainFinished, e.finished.len())
+	}
+}
+
+// removeJob deletes a finished job from memory and from the store, and has the executor
+// forget its attempts' output.
+func (e *State) removeJob(qs *queueState, j *quotashare.Job) {
+	delete(e.jobs, j.ID)
+	if j.ClientToken != "" && e.tokens[j.ClientToken] == j.ID {
+		delete(e.tokens, j.ClientToken)
+	}
+	if qs != nil {
+		qs.jobs.remove(j)
+	}
+	e.touchJob(j)
+	if j.Seq > 0 {
+		ids := make([]string, 0, j.Seq)
+		for seq := 1; seq <= j.Seq; seq++ {
+			ids = append(ids, quotashare.AttemptID(j.ID, seq))
+		}
+		e.act(Action{Forget: ids})
+	}
+}
+
+// Retained counts the finished jobs kept, waiting for their retention to end.
+func (e *State) Retained() int { return e.finished.len() }
+
+// HasJob says whether the job exists (it has not been removed).
+func (e *State) HasJob(id string) bool { return e.jobs[id] != nil }

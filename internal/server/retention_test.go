@@ -1,0 +1,80 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+)
+
+// TestRetention: a finished job is served, logs included, for RetainFinished; then it is
+// removed, and its attempt's folder (output and run state) goes with it. A running job
+// older than the retention stays.
+func TestRetention(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Start(Config{Addr: "127.0.0.1:0", Data: dir, Grace: time.Second, Logf: t.Logf, RetainFinished: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		killJobs(dir)
+	})
+	c := newClient(s.URL)
+	setup(t, c, "q", 2, share("a", types.QuotaShareResourceSharingStrategyReserve, 2, nil, false))
+	gate := filepath.Join(t.TempDir(), "gate")
+	done := submit(t, c, "q", "done", "a", 1, "echo finished")
+	running := submit(t, c, "q", "running", "a", 1, gated(gate))
+	waitStarted(t, gate)
+	waitStatus(t, c, done, types.ServiceJobStatusSucceeded)
+	folder := filepath.Join(dir, "attempts", done+"-1")
+	if _, err := os.Stat(folder); err != nil {
+		t.Fatalf("the finished job's attempt folder: %v", err)
+	}
+	resp, err := http.Get(s.URL + "/logs/" + done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "finished\n" {
+		t.Fatalf("logs while retained: %d %q", resp.StatusCode, body)
+	}
+
+	// Its retention ends: the job, then its folder, go.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, err := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(done)})
+		_, serr := os.Stat(folder)
+		if err != nil && errors.Is(serr, os.ErrNotExist) {
+			clientError(t, err, "does not exist")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the finished job was not removed with its folder: describe %v, folder %v", err, serr)
+		}
+	}
+	resp, err = http.Get(s.URL + "/logs/" + done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("logs of a removed job: %d, want 404", resp.StatusCode)
+	}
+	if got, ok := scrape(t, s.URL)("quotashare_jobs_removed_total"); !ok || got != 1 {
+		t.Errorf("quotashare_jobs_removed_total = %v %v, want 1", got, ok)
+	}
+	if d := describe(t, c, running); d.Status != types.ServiceJobStatusRunning {
+		t.Errorf("the running job: %s", d.Status)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "attempts", running+"-1")); err != nil {
+		t.Errorf("the running job's folder: %v", err)
+	}
+}
