@@ -46,14 +46,15 @@ func TestDeps(t *testing.T) {
 		}},
 		{"./internal/control", "the state machine knows nothing of HTTP, SQL or processes", func(d string) bool {
 			return d == "net/http" || d == "database/sql" || d == "os/exec" || strings.HasPrefix(d, module+"/internal/") &&
-				d != module+"/internal/control" && d != module+"/internal/sched" && d != module+"/internal/trainingjob"
+				d != module+"/internal/control" && d != module+"/internal/sched" && d != module+"/internal/trainingjob" &&
+				d != module+"/internal/ordered"
 		}},
 		{".", "the root vocabulary imports only the standard library", func(d string) bool { return !std(d) && d != module }},
-		{"./internal/sched", "the core imports only the standard library and the vocabulary", func(d string) bool {
-			return !std(d) && d != module && d != module+"/internal/sched"
+		{"./internal/sched", "the core imports only the standard library, the vocabulary and its ordered sets", func(d string) bool {
+			return !std(d) && d != module && d != module+"/internal/sched" && d != module+"/internal/ordered"
 		}},
 		{"./internal/sim", "the simulator is the core and its script language, nothing more", func(d string) bool {
-			return !std(d) && d != module && d != module+"/internal/sched" && d != module+"/internal/sim"
+			return !std(d) && d != module && d != module+"/internal/sched" && d != module+"/internal/sim" && d != module+"/internal/ordered"
 		}},
 	}
 	for _, r := range rules {

@@ -3,6 +3,8 @@ package sched
 import (
 	"cmp"
 	"slices"
+
+	"github.com/quotashare/quotashare/internal/ordered"
 )
 
 // queue holds a share's RUNNABLE jobs in its order: priority high first, then submission
@@ -21,7 +23,7 @@ type queue struct {
 
 type bucket struct {
 	prio int
-	jobs *btree[fifoKey, *job]
+	jobs *ordered.BTree[fifoKey, *job]
 }
 
 // fifoKey orders the jobs of one priority: submission time, then id. The id is read
@@ -62,7 +64,7 @@ func (q *queue) Len() int { return q.size }
 func (q *queue) Insert(j *job) {
 	i, ok := q.find(j.prio)
 	if !ok {
-		q.buckets = slices.Insert(q.buckets, i, bucket{prio: j.prio, jobs: newBTree(fifoKeyOf, jobOfFIFOKey, fifoKeyOrder)})
+		q.buckets = slices.Insert(q.buckets, i, bucket{prio: j.prio, jobs: ordered.NewBTree(fifoKeyOf, jobOfFIFOKey, fifoKeyOrder)})
 	}
 	q.buckets[i].jobs.Insert(j)
 	q.size++
@@ -95,13 +97,13 @@ func (q *queue) AscendAfter(j *job, fn func(*job) bool) {
 	i, ok := q.find(j.prio)
 	if ok {
 		t := q.buckets[i].jobs
-		if !t.ascendAfter(t.root, fifoKeyOf(j), fn) {
+		if !t.AscendKey(fifoKeyOf(j), fn) {
 			return
 		}
 		i++
 	}
 	for _, b := range q.buckets[i:] {
-		if !b.jobs.ascend(b.jobs.root, fn) {
+		if !b.jobs.All(fn) {
 			return
 		}
 	}
@@ -123,7 +125,7 @@ func (q *queue) AppendAfter(dst []*job, j *job, n int) []*job {
 // Ascend calls fn on the jobs in order until fn returns false.
 func (q *queue) Ascend(fn func(*job) bool) {
 	for _, b := range q.buckets {
-		if !b.jobs.ascend(b.jobs.root, fn) {
+		if !b.jobs.All(fn) {
 			return
 		}
 	}

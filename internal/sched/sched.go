@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/ordered"
 )
 
 // Config tunes a Scheduler. The zero value is usable.
@@ -138,9 +139,9 @@ type share struct {
 	stopping []int // part of used held by stopping attempts
 	promised []int // needs of this share's earmarked jobs
 	queue    queue
-	actives  []*treap[victimKey, *job] // per type: active (not stopping) attempts holding it, victim order
-	all      *treap[victimKey, *job]   // all active attempts, victim order
-	heldBy   *job                      // overdue head the share held back for in the last pass
+	actives  []*ordered.Treap[victimKey, *job] // per type: active (not stopping) attempts holding it, victim order
+	all      *ordered.Treap[victimKey, *job]   // all active attempts, victim order
+	heldBy   *job                              // overdue head the share held back for in the last pass
 	// heldForBorrower: phase 1 of this pass stopped at an earmarked job about to borrow.
 	heldForBorrower bool
 	holding         int // attempts holding capacity, stopping ones included
@@ -217,7 +218,7 @@ func (sh *share) grow(n int) {
 		sh.used = append(sh.used, 0)
 		sh.stopping = append(sh.stopping, 0)
 		sh.promised = append(sh.promised, 0)
-		sh.actives = append(sh.actives, newTreap(victimKeyOf, victimOrder))
+		sh.actives = append(sh.actives, ordered.NewTreap(victimKeyOf, victimOrder))
 	}
 }
 
@@ -315,7 +316,7 @@ func (s *Scheduler) SetShare(cfg Share) error {
 		return fmt.Errorf("quotaShareName: the job queue already has %d quota shares, the most it may have", s.cfg.MaxShares)
 	}
 	if sh == nil {
-		sh = &share{cfg: cfg, all: newTreap(victimKeyOf, victimOrder)}
+		sh = &share{cfg: cfg, all: ordered.NewTreap(victimKeyOf, victimOrder)}
 		s.shares[cfg.Name] = sh
 		s.order = append(s.order, sh)
 		slices.SortFunc(s.order, func(a, b *share) int { return cmp.Compare(a.cfg.Name, b.cfg.Name) })

@@ -1,6 +1,11 @@
-package sched
+// Package ordered holds the ordered sets the scheduler and the server's indexes are built
+// on: a treap for small sets that change often (active attempts in victim order), and a
+// B-tree with counts for large ones (a share's queue of a million jobs, a queue's jobs by
+// status). Both keep items in the order of a key taken from each item; neither is safe for
+// concurrent use.
+package ordered
 
-// btree is an ordered set like treap, laid out for a large queue: each node holds up to
+// BTree is an ordered set like Treap, laid out for a large queue: each node holds up to
 // btreeMax keys inline, in the node itself, so a step down the tree is one pointer and a
 // binary search within a few cache lines, and an operation on a share's queue of a
 // million jobs touches a handful of nodes instead of twenty-odd scattered ones. Only keys
@@ -8,7 +13,7 @@ package sched
 // holds its job, is not stored twice. Internal nodes keep each child's lower bound and
 // item count (for Rank). Nodes that fall below a quarter full are merged with a neighbour
 // when the two fit in one.
-type btree[K, T any] struct {
+type BTree[K, T any] struct {
 	root   *bnode[K]
 	cmp    func(a, b K) int
 	keyOf  func(T) K
@@ -31,8 +36,8 @@ type bkid[K any] struct {
 	count int // items under node
 }
 
-func newBTree[K, T any](keyOf func(T) K, itemOf func(K) T, cmp func(a, b K) int) *btree[K, T] {
-	return &btree[K, T]{cmp: cmp, keyOf: keyOf, itemOf: itemOf, root: &bnode[K]{}}
+func NewBTree[K, T any](keyOf func(T) K, itemOf func(K) T, cmp func(a, b K) int) *BTree[K, T] {
+	return &BTree[K, T]{cmp: cmp, keyOf: keyOf, itemOf: itemOf, root: &bnode[K]{}}
 }
 
 func (n *bnode[K]) leaf() bool { return n.kids == nil }
@@ -49,7 +54,7 @@ func (n *bnode[K]) count() int {
 }
 
 // search returns the first index in a leaf whose key is >= key, and whether it is equal.
-func (t *btree[K, T]) search(n *bnode[K], key K) (int, bool) {
+func (t *BTree[K, T]) search(n *bnode[K], key K) (int, bool) {
 	lo, hi := 0, n.n
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -63,7 +68,7 @@ func (t *btree[K, T]) search(n *bnode[K], key K) (int, bool) {
 }
 
 // child returns the index of the child of internal node n whose range holds key.
-func (t *btree[K, T]) child(n *bnode[K], key K) int {
+func (t *BTree[K, T]) child(n *bnode[K], key K) int {
 	lo, hi := 1, n.n
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -77,10 +82,10 @@ func (t *btree[K, T]) child(n *bnode[K], key K) int {
 }
 
 // Len returns the number of items.
-func (t *btree[K, T]) Len() int { return t.size }
+func (t *BTree[K, T]) Len() int { return t.size }
 
 // Insert adds item; an item whose key equals one present is a caller bug.
-func (t *btree[K, T]) Insert(item T) {
+func (t *BTree[K, T]) Insert(item T) {
 	if right := t.insert(t.root, t.keyOf(item)); right != nil {
 		old := t.root
 		t.root = &bnode[K]{n: 2, kids: new([btreeMax]bkid[K])}
@@ -95,7 +100,7 @@ func (t *btree[K, T]) Insert(item T) {
 // before an insert at position at. An insert at the very end (a new job behind all others
 // of the lowest priority, the common case) leaves n full and the sibling empty, so a
 // queue that grows at the back packs its leaves.
-func (t *btree[K, T]) split(n *bnode[K], at int) *bnode[K] {
+func (t *BTree[K, T]) split(n *bnode[K], at int) *bnode[K] {
 	h := btreeMax / 2
 	if at == btreeMax {
 		h = btreeMax
@@ -125,7 +130,7 @@ func (n *bnode[K]) put(i int, key K, kid bkid[K]) {
 }
 
 // insert adds key under n and returns n's new right sibling if n had to split.
-func (t *btree[K, T]) insert(n *bnode[K], key K) *bnode[K] {
+func (t *BTree[K, T]) insert(n *bnode[K], key K) *bnode[K] {
 	if n.leaf() {
 		i, _ := t.search(n, key)
 		return t.add(n, i, key, bkid[K]{})
@@ -142,7 +147,7 @@ func (t *btree[K, T]) insert(n *bnode[K], key K) *bnode[K] {
 
 // add puts key (and kid) at position i of n, splitting n first if it is full; it returns
 // the new right sibling, if any.
-func (t *btree[K, T]) add(n *bnode[K], i int, key K, kid bkid[K]) *bnode[K] {
+func (t *BTree[K, T]) add(n *bnode[K], i int, key K, kid bkid[K]) *bnode[K] {
 	if n.n < btreeMax {
 		n.put(i, key, kid)
 		return nil
@@ -157,7 +162,7 @@ func (t *btree[K, T]) add(n *bnode[K], i int, key K, kid bkid[K]) *bnode[K] {
 }
 
 // Delete removes the item whose key equals item's and reports whether it was there.
-func (t *btree[K, T]) Delete(item T) bool {
+func (t *BTree[K, T]) Delete(item T) bool {
 	if !t.delete(t.root, t.keyOf(item)) {
 		return false
 	}
@@ -167,7 +172,7 @@ func (t *btree[K, T]) Delete(item T) bool {
 }
 
 // shrink drops root levels left with one child, after a delete.
-func (t *btree[K, T]) shrink() {
+func (t *BTree[K, T]) shrink() {
 	for !t.root.leaf() && t.root.n == 1 {
 		t.root = t.root.kids[0].node
 	}
@@ -176,7 +181,7 @@ func (t *btree[K, T]) shrink() {
 	}
 }
 
-func (t *btree[K, T]) delete(n *bnode[K], key K) bool {
+func (t *BTree[K, T]) delete(n *bnode[K], key K) bool {
 	if n.leaf() {
 		i, found := t.search(n, key)
 		if !found {
@@ -229,7 +234,7 @@ func (n *bnode[K]) mergeRight(i int) {
 }
 
 // Min returns the smallest item.
-func (t *btree[K, T]) Min() (T, bool) {
+func (t *BTree[K, T]) Min() (T, bool) {
 	n := t.root
 	for !n.leaf() {
 		n = n.kids[0].node
@@ -242,7 +247,7 @@ func (t *btree[K, T]) Min() (T, bool) {
 }
 
 // After returns the smallest item greater than item.
-func (t *btree[K, T]) After(item T) (T, bool) {
+func (t *BTree[K, T]) After(item T) (T, bool) {
 	var next T
 	found := false
 	t.AscendAfter(item, func(x T) bool { next, found = x, true; return false })
@@ -250,11 +255,11 @@ func (t *btree[K, T]) After(item T) (T, bool) {
 }
 
 // AscendAfter calls fn on the items greater than item, in order, until fn returns false.
-func (t *btree[K, T]) AscendAfter(item T, fn func(T) bool) {
+func (t *BTree[K, T]) AscendAfter(item T, fn func(T) bool) {
 	t.ascendAfter(t.root, t.keyOf(item), fn)
 }
 
-func (t *btree[K, T]) ascendAfter(n *bnode[K], key K, fn func(T) bool) bool {
+func (t *BTree[K, T]) ascendAfter(n *bnode[K], key K, fn func(T) bool) bool {
 	if n.leaf() {
 		i, found := t.search(n, key)
 		if found {
@@ -270,7 +275,7 @@ func (t *btree[K, T]) ascendAfter(n *bnode[K], key K, fn func(T) bool) bool {
 	return true
 }
 
-func (t *btree[K, T]) each(keys []K, fn func(T) bool) bool {
+func (t *BTree[K, T]) each(keys []K, fn func(T) bool) bool {
 	for _, k := range keys {
 		if !fn(t.itemOf(k)) {
 			return false
@@ -280,9 +285,9 @@ func (t *btree[K, T]) each(keys []K, fn func(T) bool) bool {
 }
 
 // Ascend calls fn on the items in order until fn returns false.
-func (t *btree[K, T]) Ascend(fn func(T) bool) { t.ascend(t.root, fn) }
+func (t *BTree[K, T]) Ascend(fn func(T) bool) { t.ascend(t.root, fn) }
 
-func (t *btree[K, T]) ascend(n *bnode[K], fn func(T) bool) bool {
+func (t *BTree[K, T]) ascend(n *bnode[K], fn func(T) bool) bool {
 	if n.leaf() {
 		return t.each(n.keys[:n.n], fn)
 	}
@@ -295,7 +300,7 @@ func (t *btree[K, T]) ascend(n *bnode[K], fn func(T) bool) bool {
 }
 
 // Rank returns how many items are less than item.
-func (t *btree[K, T]) Rank(item T) int {
+func (t *BTree[K, T]) Rank(item T) int {
 	key := t.keyOf(item)
 	r := 0
 	n := t.root
@@ -308,4 +313,58 @@ func (t *btree[K, T]) Rank(item T) int {
 	}
 	i, _ := t.search(n, key)
 	return r + i
+}
+
+// AscendKey calls fn on the items whose key is greater than key, in order, until fn
+// returns false; it reports whether fn never did.
+func (t *BTree[K, T]) AscendKey(key K, fn func(T) bool) bool { return t.ascendAfter(t.root, key, fn) }
+
+// All calls fn on every item in order until fn returns false; it reports whether fn
+// never did.
+func (t *BTree[K, T]) All(fn func(T) bool) bool { return t.ascend(t.root, fn) }
+
+// DescendKey calls fn on the items whose key is at most key, greatest first, until fn
+// returns false; it reports whether fn never did.
+func (t *BTree[K, T]) DescendKey(key K, fn func(T) bool) bool { return t.descendTo(t.root, key, fn) }
+
+func (t *BTree[K, T]) descendTo(n *bnode[K], key K, fn func(T) bool) bool {
+	if n.leaf() {
+		i, found := t.search(n, key)
+		if found {
+			i++
+		}
+		for j := i - 1; j >= 0; j-- {
+			if !fn(t.itemOf(n.keys[j])) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := t.child(n, key); i >= 0; i-- {
+		if !t.descendTo(n.kids[i].node, key, fn) {
+			return false
+		}
+	}
+	return true
+}
+
+// Descend calls fn on every item, greatest first, until fn returns false; it reports
+// whether fn never did.
+func (t *BTree[K, T]) Descend(fn func(T) bool) bool { return t.descend(t.root, fn) }
+
+func (t *BTree[K, T]) descend(n *bnode[K], fn func(T) bool) bool {
+	if n.leaf() {
+		for j := n.n - 1; j >= 0; j-- {
+			if !fn(t.itemOf(n.keys[j])) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := n.n - 1; i >= 0; i-- {
+		if !t.descend(n.kids[i].node, fn) {
+			return false
+		}
+	}
+	return true
 }

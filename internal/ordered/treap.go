@@ -1,6 +1,6 @@
-package sched
+package ordered
 
-// treap is an ordered set with O(log n) insert, delete and successor, used for the small
+// Treap is an ordered set with O(log n) insert, delete and successor, used for the small
 // sets of active attempts in victim order. The node priorities come from a xorshift
 // generator owned by the treap, so two schedulers fed the same events build the same trees
 // (no global randomness, SPEC invariant 8).
@@ -8,7 +8,7 @@ package sched
 // Each node keeps a copy of its item's sort key, so a descent compares keys held in the
 // nodes instead of following a pointer per comparison. An item's key must not change while
 // it is in the treap: delete it, change it, insert it again.
-type treap[K, T any] struct {
+type Treap[K, T any] struct {
 	root  *tnode[K, T]
 	cmp   func(a, b K) int
 	keyOf func(T) K
@@ -23,11 +23,11 @@ type tnode[K, T any] struct {
 	pri         uint32
 }
 
-func newTreap[K, T any](keyOf func(T) K, cmp func(a, b K) int) *treap[K, T] {
-	return &treap[K, T]{cmp: cmp, keyOf: keyOf, rng: 0x9E3779B97F4A7C15}
+func NewTreap[K, T any](keyOf func(T) K, cmp func(a, b K) int) *Treap[K, T] {
+	return &Treap[K, T]{cmp: cmp, keyOf: keyOf, rng: 0x9E3779B97F4A7C15}
 }
 
-func (t *treap[K, T]) next() uint32 {
+func (t *Treap[K, T]) next() uint32 {
 	t.rng ^= t.rng << 13
 	t.rng ^= t.rng >> 7
 	t.rng ^= t.rng << 17
@@ -35,10 +35,10 @@ func (t *treap[K, T]) next() uint32 {
 }
 
 // Len returns the number of items.
-func (t *treap[K, T]) Len() int { return t.n }
+func (t *Treap[K, T]) Len() int { return t.n }
 
 // split divides n into the items less than key (l) and the rest (r).
-func (t *treap[K, T]) split(n *tnode[K, T], key K) (l, r *tnode[K, T]) {
+func (t *Treap[K, T]) split(n *tnode[K, T], key K) (l, r *tnode[K, T]) {
 	if n == nil {
 		return nil, nil
 	}
@@ -66,7 +66,7 @@ func merge[K, T any](l, r *tnode[K, T]) *tnode[K, T] {
 }
 
 // Insert adds item; an item whose key equals one present is a caller bug.
-func (t *treap[K, T]) Insert(item T) {
+func (t *Treap[K, T]) Insert(item T) {
 	nn := &tnode[K, T]{key: t.keyOf(item), item: item, pri: t.next()}
 	// Descend while the existing nodes have higher priority, then split there.
 	link := &t.root
@@ -83,7 +83,7 @@ func (t *treap[K, T]) Insert(item T) {
 }
 
 // Delete removes the item whose key equals item's and reports whether it was there.
-func (t *treap[K, T]) Delete(item T) bool {
+func (t *Treap[K, T]) Delete(item T) bool {
 	key := t.keyOf(item)
 	link := &t.root
 	for *link != nil {
@@ -104,7 +104,7 @@ func (t *treap[K, T]) Delete(item T) bool {
 }
 
 // Min returns the smallest item.
-func (t *treap[K, T]) Min() (T, bool) {
+func (t *Treap[K, T]) Min() (T, bool) {
 	n := t.root
 	if n == nil {
 		var zero T
@@ -117,7 +117,7 @@ func (t *treap[K, T]) Min() (T, bool) {
 }
 
 // After returns the smallest item greater than item.
-func (t *treap[K, T]) After(item T) (T, bool) {
+func (t *Treap[K, T]) After(item T) (T, bool) {
 	key := t.keyOf(item)
 	var best *tnode[K, T]
 	for n := t.root; n != nil; {
@@ -136,7 +136,7 @@ func (t *treap[K, T]) After(item T) (T, bool) {
 }
 
 // Ascend calls fn on the items in order until fn returns false.
-func (t *treap[K, T]) Ascend(fn func(T) bool) {
+func (t *Treap[K, T]) Ascend(fn func(T) bool) {
 	var walk func(n *tnode[K, T]) bool
 	walk = func(n *tnode[K, T]) bool {
 		if n == nil {

@@ -1,4 +1,4 @@
-package sched
+package ordered
 
 import (
 	"cmp"
@@ -23,25 +23,27 @@ type rankedSet[T any] interface {
 	orderedSet[T]
 	AscendAfter(T, func(T) bool)
 	Rank(T) int
+	DescendKey(T, func(T) bool) bool
+	Descend(func(T) bool) bool
 }
 
 var (
-	_ orderedSet[int] = (*treap[int, int])(nil)
-	_ rankedSet[int]  = (*btree[int, int])(nil)
+	_ orderedSet[int] = (*Treap[int, int])(nil)
+	_ rankedSet[int]  = (*BTree[int, int])(nil)
 )
 
 // TestTreap and TestBTree compare each ordered set with a sorted slice over random
 // inserts and deletes (including deletes of absent items), checking order, successor and
 // rank.
 func TestTreap(t *testing.T) {
-	testOrderedSet(t, func() orderedSet[int] { return newTreap(func(x int) int { return x }, cmp.Compare[int]) }, 60)
+	testOrderedSet(t, func() orderedSet[int] { return NewTreap(func(x int) int { return x }, cmp.Compare[int]) }, 60)
 }
 
 func TestBTree(t *testing.T) {
 	// A wide key range and many operations, so nodes split, empty, merge and the root
 	// grows and shrinks.
 	testOrderedSet(t, func() orderedSet[int] {
-		return newBTree(func(x int) int { return x }, func(x int) int { return x }, cmp.Compare[int])
+		return NewBTree(func(x int) int { return x }, func(x int) int { return x }, cmp.Compare[int])
 	}, 3000)
 }
 
@@ -88,6 +90,27 @@ func testOrderedSet(t *testing.T, newSet func() orderedSet[int], keys int) {
 			if !slices.Equal(rest, model[after:]) && !(len(rest) == 0 && after == len(model)) {
 				t.Fatalf("AscendAfter(%d) = %v, want %v", x, rest, model[after:])
 			}
+			var down, want []int
+			rs.DescendKey(x, func(y int) bool { down = append(down, y); return true })
+			want = slices.Clone(model[:after])
+			slices.Reverse(want)
+			if !slices.Equal(down, want) {
+				t.Fatalf("DescendKey(%d) = %v, want %v", x, down, want)
+			}
+			// Stopped after two items, it says so.
+			n := 0
+			if full := rs.DescendKey(x, func(int) bool { n++; return n < 2 }); full != (len(want) < 2) || n != min(2, len(want)) {
+				t.Fatalf("DescendKey(%d) stopped after 2: returned %v after %d items of %d", x, full, n, len(want))
+			}
+		}
+		if rs, ok := tr.(rankedSet[int]); ok {
+			var down []int
+			rs.Descend(func(y int) bool { down = append(down, y); return true })
+			want := slices.Clone(model)
+			slices.Reverse(want)
+			if !slices.Equal(down, want) {
+				t.Fatalf("Descend = %v, want %v", down, want)
+			}
 		}
 		if m, ok := tr.Min(); ok != (len(model) > 0) || ok && m != model[0] {
 			t.Fatalf("Min = %d %v", m, ok)
@@ -100,7 +123,7 @@ func testOrderedSet(t *testing.T, newSet func() orderedSet[int], keys int) {
 // through them and through deletes that empty it again.
 func TestBTreeRuns(t *testing.T) {
 	const n = 20_000
-	tr := newBTree(func(x int) int { return x }, func(x int) int { return x }, cmp.Compare[int])
+	tr := NewBTree(func(x int) int { return x }, func(x int) int { return x }, cmp.Compare[int])
 	for i := range n {
 		tr.Insert(2 * i) // ascending
 	}
