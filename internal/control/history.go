@@ -61,6 +61,29 @@ func (l *jobList) remove(j *quotashare.Job) {
 	}
 }
 
+// descend collects up to n jobs created at or before from (0: any), newest first, that
+// keep says to keep; it stops early when stop says so.
+func (l *jobList) descend(from int64, n int, keep, stop func(*quotashare.Job) bool) []*quotashare.Job {
+	var out []*quotashare.Job
+	i := len(l.slots) - 1
+	if from > 0 {
+		i = l.upTo(from)
+	}
+	for ; i >= 0 && len(out) < n; i-- {
+		j := l.slots[i].j
+		if j == nil {
+			continue
+		}
+		if stop != nil && stop(j) {
+			break
+		}
+		if keep == nil || keep(j) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
 // each calls fn for every job, oldest first, until it returns false.
 func (l *jobList) each(fn func(*quotashare.Job) bool) {
 	for _, s := range l.slots {
@@ -142,6 +165,7 @@ func (e *State) removeJob(qs *queueState, j *quotashare.Job) {
 	}
 	if qs != nil {
 		qs.jobs.remove(j)
+		qs.index.remove(j)
 	}
 	e.touchJob(j)
 	if j.Seq > 0 {

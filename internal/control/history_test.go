@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -221,9 +222,20 @@ func TestRetentionOff(t *testing.T) {
 // state and are removed (retention, a deleted queue's jobs) between and during the
 // pages: a token stays valid, and no job is skipped or listed twice.
 func TestListMatchesScan(t *testing.T) {
+	defer func(r int) { denseRatio = r }(denseRatio)
+	for _, ratio := range []int{0, 1 << 20} { // name prefixes: always gathered, always walked
+		denseRatio = ratio
+		t.Run(fmt.Sprint("denseRatio=", ratio), testListMatchesScan)
+	}
+}
+
+func testListMatchesScan(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s := freshWith(t, Config{RetainFinished: time.Hour, SweepBatch: 3})
 		pool(rt, s)
+		_, err := s.CreateShare(ShareInput{Name: "b", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: "DISABLED",
+			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}})
+		check(rt, err)
 		// jobs are every job the state should still hold, by id.
 		jobs := map[string]*quotashare.Job{}
 		refresh := func() {
@@ -246,16 +258,22 @@ func TestListMatchesScan(t *testing.T) {
 			{Queue: "q", Status: quotashare.Failed},
 			{Queue: "q", Filter: "JOB_NAME", Values: []string{"*"}},
 			{Queue: "q", Filter: "JOB_NAME", Values: []string{"x*"}},
+			{Queue: "q", Filter: "JOB_NAME", Values: []string{"X1"}},
+			{Queue: "q", Filter: "JOB_NAME", Values: []string{"y1"}},
+			{Queue: "q", Filter: "JOB_NAME", Values: []string{"x1-*"}},
+			{Queue: "q", Filter: "JOB_NAME", Values: []string{"z*"}},
 			{Queue: "q", Filter: "QUOTA_SHARE_NAME", Values: []string{"a"}},
 			{Queue: "q", Status: quotashare.Succeeded, Filter: "QUOTA_SHARE_NAME", Values: []string{"a"}},
+			{Queue: "q", Status: quotashare.Runnable, Filter: "QUOTA_SHARE_NAME", Values: []string{"b"}},
+			{Queue: "q", Filter: "QUOTA_SHARE_NAME", Values: []string{"b"}},
 		}
 		steps := rapid.IntRange(1, 60).Draw(rt, "steps")
 		for range steps {
 			switch rapid.IntRange(0, 3).Draw(rt, "op") {
 			case 0: // submit
-				name := rapid.SampledFrom([]string{"x1", "x2", "y1"}).Draw(rt, "name")
+				name := rapid.SampledFrom([]string{"x1", "X1", "x2", "y1", "x1-a", "X1-B"}).Draw(rt, "name")
 				n := rapid.IntRange(1, 60).Draw(rt, "instances")
-				j, err := submitTo(s, name, "a", n, 1)
+				j, err := submitTo(s, name, rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "share"), n, 1)
 				check(rt, err)
 				jobs[j.ID] = &j
 			case 1: // an attempt ends
@@ -277,6 +295,10 @@ func TestListMatchesScan(t *testing.T) {
 				step(s, time.Duration(rapid.IntRange(1, 90).Draw(rt, "minutes"))*time.Minute)
 			case 3: // list, page by page, with steps between the pages
 				f := rapid.SampledFrom(filters).Draw(rt, "filter")
+				if rapid.IntRange(0, 3).Draw(rt, "by time") == 0 {
+					f = ListFilter{Queue: "q", Filter: rapid.SampledFrom([]string{"BEFORE_CREATED_AT", "AFTER_CREATED_AT"}).Draw(rt, "time filter"),
+						Values: []string{fmt.Sprint(s.clock.Add(-time.Duration(rapid.IntRange(-5, 600).Draw(rt, "minutes ago")) * time.Minute).UnixMilli())}}
+				}
 				size := rapid.IntRange(1, 4).Draw(rt, "size")
 				refresh()
 				before := scan(jobs, f)
@@ -343,8 +365,18 @@ func scan(jobs map[string]*quotashare.Job, f ListFilter) []string {
 		case "":
 			ok = status
 		case "JOB_NAME":
-			p := strings.TrimSuffix(f.Values[0], "*")
-			ok = strings.HasPrefix(j.Name, p)
+			name, v := strings.ToLower(j.Name), strings.ToLower(f.Values[0])
+			if p, prefix := strings.CutSuffix(v, "*"); prefix {
+				ok = strings.HasPrefix(name, p)
+			} else {
+				ok = name == v
+			}
+		case "BEFORE_CREATED_AT", "AFTER_CREATED_AT":
+			ms, _ := strconv.ParseInt(f.Values[0], 10, 64)
+			ok = j.CreatedAt.UnixMilli() < ms
+			if f.Filter == "AFTER_CREATED_AT" {
+				ok = j.CreatedAt.UnixMilli() > ms
+			}
 		case "QUOTA_SHARE_NAME":
 			ok = j.Share == f.Values[0] && (f.Status == "" || status)
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -178,6 +179,7 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 			e.tokens[in.ClientToken] = id
 		}
 		qs.jobs.add(j)
+		qs.index.add(j)
 		qs.live[j.Share]++
 		qs.fresh = append(qs.fresh, j)
 		qs.dirty = true
@@ -355,8 +357,9 @@ type ListFilter struct {
 // on from (0 at the end). from is 0 for the newest job, or a value ListJobs returned: the
 // creation time, in Unix nanoseconds, of the next job to look at. It stays valid while
 // jobs are submitted and removed between pages; submission times are distinct, so a page
-// neither skips nor repeats a job.
-func (e *State) ListJobs(f ListFilter, from int64, max int) ([]quotashare.Job, int64, error) {
+// neither skips nor repeats a job. Every query is answered from an index (index.go), never
+// by a scan of the queue's history.
+func (e *State) ListJobs(f ListFilter, from int64, limit int) ([]quotashare.Job, int64, error) {
 	if f.Queue == "" {
 		return nil, 0, invalid("jobQueue: is required")
 	}
@@ -368,40 +371,56 @@ func (e *State) ListJobs(f ListFilter, from int64, max int) ([]quotashare.Job, i
 	if err != nil {
 		return nil, 0, err
 	}
-	var out []quotashare.Job
-	if f.Filter == "" && (f.Status == "" || f.Status.Active()) {
-		// Only jobs that hold capacity can match: list them from the active set.
-		var found []*quotashare.Job
-		for j := range qs.active {
-			if (from == 0 || j.CreatedAt.UnixNano() <= from) && match(j) {
-				found = append(found, j)
+	status := f.Status
+	if status == "" {
+		status = quotashare.Running
+	}
+	n := limit + 1 // one more: where the next page begins
+	var found []*quotashare.Job
+	switch f.Filter {
+	case "":
+		found = descend(qs.index.byStatus[status], from, n, nil, nil)
+	case "QUOTA_SHARE_NAME":
+		v := f.Values[0]
+		if f.Status != "" {
+			found = descend(qs.index.byShareStatus[shareStatus{v, f.Status}], from, n, nil, nil)
+			break
+		}
+		var lists [][]*quotashare.Job
+		for k, t := range qs.index.byShareStatus {
+			if k.share == v {
+				lists = append(lists, descend(t, from, n, nil, nil))
 			}
 		}
-		slices.SortFunc(found, func(a, b *quotashare.Job) int { return bySubmission(b, a) })
-		for _, j := range found[:min(max, len(found))] {
-			out = append(out, cloneJob(j))
+		found = newestFirst(lists, n)
+	case "JOB_NAME":
+		name, prefix := strings.CutSuffix(f.Values[0], "*")
+		var ok bool
+		if found, ok = qs.nameRange(name, prefix, from, n); !ok {
+			found = qs.jobs.descend(from, n, match, nil)
 		}
-		if len(found) <= max {
-			return out, 0, nil
+	case "BEFORE_CREATED_AT":
+		// Every job from the bound down matches: start there.
+		ms, _ := parseMillis(f.Values[0])
+		if ms <= 0 {
+			break // nothing was created before 1970
 		}
-		return out, found[max].CreatedAt.UnixNano(), nil
-	}
-	slots := qs.jobs.slots
-	i := len(slots) - 1
-	if from > 0 {
-		i = qs.jobs.upTo(from)
-	}
-	for ; i >= 0 && len(out) < max; i-- {
-		if j := slots[i].j; j != nil && match(j) {
-			out = append(out, cloneJob(j))
+		if bound := ms*int64(time.Millisecond) - 1; ms < math.MaxInt64/int64(time.Millisecond) && (from == 0 || bound < from) {
+			from = bound
 		}
+		found = qs.jobs.descend(from, n, match, nil)
+	case "AFTER_CREATED_AT":
+		// Newest first, the matches end at the first job at or before the bound.
+		found = qs.jobs.descend(from, n, nil, func(j *quotashare.Job) bool { return !match(j) })
 	}
-	for ; i >= 0 && slots[i].j == nil; i-- {
+	var out []quotashare.Job
+	for _, j := range found[:min(limit, len(found))] {
+		out = append(out, cloneJob(j))
 	}
-	if i < 0 {
+	if len(found) <= limit {
 		return out, 0, nil
 	}
-	return out, slots[i].at, nil
+	return out, found[limit].CreatedAt.UnixNano(), nil
 }
 
 func jobMatcher(f ListFilter) (func(*quotashare.Job) bool, error) {

@@ -203,6 +203,7 @@ type queueState struct {
 	shares map[string]*quotashare.QuotaShare // by name
 	sched  *sched.Scheduler
 	jobs   jobList // its jobs, in submission order: those unfinished, and those finished and retained
+	index  *jobIndex
 	// active are the jobs holding capacity (SCHEDULED, STARTING, RUNNING): few (capacity
 	// bounds them), so listing them scans no queue.
 	active map[*quotashare.Job]bool
@@ -212,7 +213,8 @@ type queueState struct {
 }
 
 func newQueueState(q *quotashare.Queue) *queueState {
-	return &queueState{q: q, shares: map[string]*quotashare.QuotaShare{}, live: map[string]int{}, active: map[*quotashare.Job]bool{}}
+	return &queueState{q: q, shares: map[string]*quotashare.QuotaShare{}, live: map[string]int{}, active: map[*quotashare.Job]bool{},
+		index: newJobIndex()}
 }
 
 // bySubmission orders jobs as they were submitted.
@@ -304,6 +306,7 @@ func (e *State) load(load func(fn func(quotashare.Record) error) error) error {
 			e.tokens[j.ClientToken] = j.ID
 		}
 		qs.jobs.add(j)
+		qs.index.add(j)
 		if j.Current != nil {
 			qs.active[j] = true
 		}
@@ -494,7 +497,7 @@ func (e *State) start(j *quotashare.Job, st sched.Start, now time.Time) {
 	j.Current = a
 	qs := e.queues[j.QueueARN]
 	qs.active[j] = true
-	j.Status = quotashare.Scheduled
+	qs.setStatus(j, quotashare.Scheduled)
 	sayHolding(j, "SCHEDULED", "capacity assigned in share "+j.Share+borrowText(st.Borrowed))
 	j.HeldUntil = time.Time{}
 	e.touchJob(j)
@@ -549,7 +552,7 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 	switch r.State {
 	case quotashare.AttemptStarting:
 		if j.Status == quotashare.Scheduled || j.Status == quotashare.Starting {
-			j.Status = quotashare.Starting
+			qs.setStatus(j, quotashare.Starting)
 			if a.Stop == "" {
 				sayHolding(j, "STARTING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed)+": "+r.Reason)
 			}
@@ -558,7 +561,7 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 		return
 	case quotashare.AttemptRunning:
 		if j.Status == quotashare.Scheduled || j.Status == quotashare.Starting {
-			j.Status = quotashare.Running
+			qs.setStatus(j, quotashare.Running)
 			a.StartedAt = at
 			j.CapacityRefusals = 0
 			if a.Stop == "" {
@@ -676,7 +679,7 @@ func (e *State) requeue(qs *queueState, j *quotashare.Job, code quotashare.Reaso
 	if err := qs.sched.Stopped(j.ID, true, now); err != nil {
 		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 	}
-	j.Status = quotashare.Runnable
+	qs.setStatus(j, quotashare.Runnable)
 	setReason(j, code, detail, statusReason)
 	j.RunnableSince = now
 	qs.fresh = append(qs.fresh, j)
@@ -730,7 +733,7 @@ func (e *State) finish(qs *queueState, j *quotashare.Job, status quotashare.JobS
 func (e *State) done(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, code quotashare.ReasonCode, reason string, now time.Time) {
 	e.counters.Ended[EndKey{qs.q.Name, j.Share, status, code}]++
 	e.cfg.Logf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)
-	j.Status = status
+	qs.setStatus(j, status)
 	setReason(j, code, reason, reason)
 	j.StoppedAt = now
 	e.touchJob(j)
