@@ -21,7 +21,7 @@ var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 func fresh(t *testing.T) *State { return freshWith(t, Config{}) }
 
 // freshWith is fresh with a configuration (its NewID is replaced).
-func freshWith(t *testing.T, cfg Config) *State {
+func freshWith(t fataler, cfg Config) *State {
 	t.Helper()
 	n := 0
 	cfg.NewID = func() string { n++; return fmt.Sprintf("job-%d", n) }

@@ -182,3 +182,28 @@ func (e *State) Retained() int { return e.finished.len() }
 
 // HasJob says whether the job exists (it has not been removed).
 func (e *State) HasJob(id string) bool { return e.jobs[id] != nil }
+
+// maxInterned bounds the interned strings: reasons carry numbers, so their variety
+// grows with use; when the table is full it starts again.
+const maxInterned = 1 << 14
+
+// intern returns the one copy of s the state keeps (the empty string as it is).
+func (e *State) intern(s string) string {
+	if s == "" {
+		return s
+	}
+	if v, ok := e.strings[s]; ok {
+		return v
+	}
+	if len(e.strings) >= maxInterned {
+		clear(e.strings)
+	}
+	e.strings[s] = s
+	return s
+}
+
+// internAttempt interns the strings an ended attempt shares with others.
+func (e *State) internAttempt(a *quotashare.Attempt) {
+	a.StatusReason, a.StopReason = e.intern(a.StatusReason), e.intern(a.StopReason)
+	a.Stop = quotashare.StopCause(e.intern(string(a.Stop)))
+}

@@ -138,7 +138,7 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 				}
 				return quotashare.Errorf(quotashare.Conflict, "clientToken: %s was already used for another request (job %s; its %s differs); use a new token", in.ClientToken, id, what)
 			}
-			out = cloneJob(j)
+			out = e.cloneJob(j)
 			return nil
 		}
 		qs := e.queues[qarn]
@@ -159,10 +159,12 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 			return quotashare.Errorf(quotashare.Conflict, "quotaShareName: quota share %s is DISABLED and accepts no new jobs", s.Name)
 		}
 		id := e.cfg.NewID()
-		j := &quotashare.Job{ID: id, Name: in.Name, ARN: e.arn("service-job", id), QueueARN: qarn, Share: in.Share,
+		j := &quotashare.Job{ID: id, Name: in.Name, QueueARN: qs.q.ARN, Share: in.Share,
 			Payload: in.Payload, Need: c.Need, Status: quotashare.Runnable, CreatedAt: now, RunnableSince: now,
 			Retry: in.Retry, PreemptionRetries: in.PreemptionRetries, Tags: maps.Clone(in.Tags), ClientToken: in.ClientToken}
-		j.RequestDigest = c.Digest
+		if in.ClientToken != "" {
+			j.RequestDigest = c.Digest // only a resubmit with the token compares it
+		}
 		if in.Priority != nil {
 			j.Priority = *in.Priority
 		}
@@ -173,7 +175,7 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 			return invalid("%v", err)
 		}
 		r, _ := qs.sched.Reason(id)
-		setWaiting(j, r)
+		e.setWaiting(j, r)
 		e.jobs[id] = j
 		if in.ClientToken != "" {
 			e.tokens[in.ClientToken] = id
@@ -184,7 +186,7 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 		qs.fresh = append(qs.fresh, j)
 		qs.dirty = true
 		e.touchJob(j)
-		out = cloneJob(j)
+		out = e.cloneJob(j)
 		return nil
 	})
 	return out, err
@@ -233,8 +235,19 @@ func requestDigest(in JobInput) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-func cloneJob(j *quotashare.Job) quotashare.Job {
+// cloneJob copies a job for a caller, with its ARN: a job in memory holds none (it
+// would cost every job a hundred bytes), it is rendered here, at the edge.
+func (e *State) cloneJob(j *quotashare.Job) quotashare.Job {
 	c := *j
+	c.ARN = e.arn("service-job", j.ID)
+	if c.Status == quotashare.Runnable && c.StatusReason == "" {
+		// A waiting reason the scheduler gives (setWaiting): rendered now.
+		if qs := e.queues[j.QueueARN]; qs != nil {
+			if r, ok := qs.sched.Reason(j.ID); ok {
+				c.ReasonDetail, c.StatusReason = r.Text(), r.String()
+			}
+		}
+	}
 	c.Tags = maps.Clone(j.Tags)
 	if j.Current != nil {
 		a := *j.Current
@@ -272,7 +285,7 @@ func (e *State) Job(ref string) (quotashare.Job, error) {
 	if err != nil {
 		return quotashare.Job{}, err
 	}
-	return cloneJob(j), nil
+	return e.cloneJob(j), nil
 }
 
 // SetPriority changes a waiting or running job's schedulingPriority; the next pass uses
@@ -296,7 +309,7 @@ func (e *State) SetPriority(ref string, priority int) (out quotashare.Job, err e
 		j.Priority = priority
 		qs.dirty = true
 		e.touchJob(j)
-		out = cloneJob(j)
+		out = e.cloneJob(j)
 		return nil
 	})
 	return out, err
@@ -415,7 +428,7 @@ func (e *State) ListJobs(f ListFilter, from int64, limit int) ([]quotashare.Job,
 	}
 	var out []quotashare.Job
 	for _, j := range found[:min(limit, len(found))] {
-		out = append(out, cloneJob(j))
+		out = append(out, e.cloneJob(j))
 	}
 	if len(found) <= limit {
 		return out, 0, nil
@@ -509,7 +522,7 @@ func (e *State) Snapshot(queue string) (Snapshot, error) {
 		for i, id := range ids {
 			j := e.jobs[id]
 			if i == 0 {
-				snap.ShareFront[name] = FrontJob{ARN: j.ARN, Since: j.RunnableSince}
+				snap.ShareFront[name] = FrontJob{ARN: e.arn("service-job", j.ID), Since: j.RunnableSince}
 			}
 			front = append(front, j)
 		}
@@ -518,7 +531,7 @@ func (e *State) Snapshot(queue string) (Snapshot, error) {
 		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	for _, j := range front[:min(100, len(front))] {
-		snap.Front = append(snap.Front, FrontJob{ARN: j.ARN, Since: j.RunnableSince})
+		snap.Front = append(snap.Front, FrontJob{ARN: e.arn("service-job", j.ID), Since: j.RunnableSince})
 	}
 	snap.Capacity, snap.Shares = qs.sched.Capacity(), qs.sched.Usage()
 	return snap, nil

@@ -79,11 +79,23 @@ type State struct {
 	// of a version-0 store's resources, which Upgrade replaces.
 	version int
 	oldKeys []recKey
+	// strings interns the strings many jobs repeat (statuses, share names, reasons), so
+	// that a million jobs hold one copy of each; see intern.
+	strings map[string]string
 }
 
 // Load makes a State from the records load gives (a Store's Load, ordered by kind then
 // key) and rebuilds every queue's scheduler.
 func Load(cfg Config, load func(fn func(quotashare.Record) error) error) (*State, error) {
+	return LoadDecoded(cfg, func(fn func(Loaded) error) error {
+		return load(func(r quotashare.Record) error { return fn(Loaded{Record: r}) })
+	})
+}
+
+// LoadDecoded is Load from records that may have been through Predecode already: the
+// runner decodes them on several cores while the store reads on, and the state, which is
+// not safe for concurrent use, takes them in order.
+func LoadDecoded(cfg Config, load func(fn func(Loaded) error) error) (*State, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
@@ -107,7 +119,7 @@ func Load(cfg Config, load func(fn func(quotashare.Record) error) error) (*State
 	}
 	e := &State{cfg: cfg, policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
 		queues: map[string]*queueState{}, jobs: map[string]*quotashare.Job{}, tokens: map[string]string{}, dirty: map[recKey]bool{},
-		counters: newCounters()}
+		counters: newCounters(), strings: map[string]string{}}
 	if err := e.load(load); err != nil {
 		return nil, err
 	}
@@ -244,13 +256,14 @@ const (
 )
 
 // load reads the whole state from the records load gives into the empty maps.
-func (e *State) load(load func(fn func(quotashare.Record) error) error) error {
+func (e *State) load(load func(fn func(Loaded) error) error) error {
 	var shares []*quotashare.QuotaShare
 	var jobs []*quotashare.Job
 	// The _format record sorts before every other kind: the version is known before the
 	// first object. A store with objects and no _format record is of version 0.
 	version, first := 0, true
-	err := load(func(r quotashare.Record) error {
+	err := load(func(l Loaded) error {
+		r := l.Record
 		if first {
 			first = false
 			if r.Kind == kindFormat {
@@ -268,7 +281,7 @@ func (e *State) load(load func(fn func(quotashare.Record) error) error) error {
 		if version == 0 && r.Kind != kindJob {
 			e.oldKeys = append(e.oldKeys, recKey{r.Kind, r.Key}) // ARNs, rewritten by upgrade
 		}
-		s, j, err := e.decode(version, r)
+		s, j, err := e.decode(version, l)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", r.Kind, r.Key, err)
 		}
@@ -301,6 +314,7 @@ func (e *State) load(load func(fn func(quotashare.Record) error) error) error {
 		if qs == nil {
 			return fmt.Errorf("job %s: its queue %s is missing", j.ID, j.QueueARN)
 		}
+		j.QueueARN = qs.q.ARN // one string for every job of the queue
 		e.jobs[j.ID] = j
 		if j.ClientToken != "" {
 			e.tokens[j.ClientToken] = j.ID
@@ -441,22 +455,26 @@ func (e *State) pass(qs *queueState, now time.Time) {
 	// rebuilds: it is kept current in memory and written with the job's next real change,
 	// never on its own (a pass may change the numbers in a thousand reasons per share).
 	for _, w := range plan.Waiting {
-		setWaiting(e.jobs[w.JobID], w.Reason)
+		e.setWaiting(e.jobs[w.JobID], w.Reason)
 	}
 	for _, j := range qs.fresh {
 		if j.Status != quotashare.Runnable {
 			continue
 		}
 		if r, ok := qs.sched.Reason(j.ID); ok {
-			setWaiting(j, r)
+			e.setWaiting(j, r)
 		}
 	}
 	qs.fresh = qs.fresh[:0]
 }
 
 // setWaiting records why a RUNNABLE job waits: its statusReason and its reason code.
-func setWaiting(j *quotashare.Job, r sched.Reason) {
-	setReason(j, quotashare.ReasonCode(r.Code), r.Text(), r.String())
+//
+// Only the code is kept on the job: its detail and statusReason follow from the
+// scheduler's state, and are rendered when the job is read (cloneJob). A million waiting
+// jobs then hold no text, and a pass renders none.
+func (e *State) setWaiting(j *quotashare.Job, r sched.Reason) {
+	setReason(j, quotashare.ReasonCode(e.intern(string(r.Code))), "", "")
 	if r.Code != sched.ReasonExecutorCapacity {
 		j.HeldUntil = time.Time{}
 	}
@@ -704,7 +722,7 @@ func (e *State) refused(qs *queueState, j *quotashare.Job, r quotashare.Report, 
 		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 	}
 	if rs, ok := qs.sched.Reason(j.ID); ok {
-		setWaiting(j, rs)
+		e.setWaiting(j, rs)
 	}
 }
 
@@ -734,7 +752,11 @@ func (e *State) done(qs *queueState, j *quotashare.Job, status quotashare.JobSta
 	e.counters.Ended[EndKey{qs.q.Name, j.Share, status, code}]++
 	e.cfg.Logf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)
 	qs.setStatus(j, status)
+	reason = e.intern(reason) // kept for the retention: many jobs end for the same reason
 	setReason(j, code, reason, reason)
+	if n := len(j.Attempts); n > 0 {
+		e.internAttempt(&j.Attempts[n-1])
+	}
 	j.StoppedAt = now
 	e.touchJob(j)
 	e.finished.push(j)

@@ -192,13 +192,19 @@ func toStoredJob(j *quotashare.Job) storedJob {
 }
 
 func (e *State) fromStoredJob(s storedJob) *quotashare.Job {
-	j := &quotashare.Job{ID: s.ID, Name: s.Name, ARN: e.arn("service-job", s.ID), QueueARN: e.arn("job-queue", s.Queue), Share: s.Share,
-		Priority: s.Priority, Payload: s.Payload, Need: fromStoredDemands(s.Need), Status: quotashare.JobStatus(s.Status),
-		StatusReason: s.StatusReason, CreatedAt: s.CreatedAt, StoppedAt: s.StoppedAt, RunnableSince: s.RunnableSince,
+	j := &quotashare.Job{ID: s.ID, Name: s.Name, QueueARN: e.queueARN(s.Queue), Share: e.intern(s.Share),
+		Priority: s.Priority, Payload: s.Payload, Need: fromStoredDemands(s.Need), Status: quotashare.JobStatus(e.intern(s.Status)),
+		StatusReason: e.intern(s.StatusReason), CreatedAt: s.CreatedAt, StoppedAt: s.StoppedAt, RunnableSince: s.RunnableSince,
 		IsTerminated: s.IsTerminated, PreemptionRetries: s.PreemptionRetries, TimeoutSeconds: s.TimeoutSeconds, Tags: s.Tags,
 		ClientToken: s.ClientToken, Attempts: convert(s.Attempts, fromStoredAttempt), Preempted: convert(s.Preempted, fromStoredAttempt),
-		PreemptedCount: s.PreemptedCount, Seq: s.Seq, TerminateReason: s.TerminateReason, ReasonCode: quotashare.ReasonCode(s.ReasonCode), ReasonDetail: s.ReasonDetail, RequestDigest: s.RequestDigest,
-		CapacityRefusals: s.CapacityRefusals, HeldUntil: s.HeldUntil, HeldFor: s.HeldFor}
+		PreemptedCount: s.PreemptedCount, Seq: s.Seq, TerminateReason: s.TerminateReason, ReasonCode: quotashare.ReasonCode(e.intern(s.ReasonCode)), ReasonDetail: e.intern(s.ReasonDetail),
+		CapacityRefusals: s.CapacityRefusals, HeldUntil: s.HeldUntil, HeldFor: e.intern(s.HeldFor)}
+	if s.ClientToken != "" {
+		j.RequestDigest = s.RequestDigest
+	}
+	for i := range j.Attempts {
+		e.internAttempt(&j.Attempts[i])
+	}
 	if s.Retry != nil {
 		j.Retry = &quotashare.RetryStrategy{Attempts: s.Retry.Attempts,
 			Rules: convert(s.Retry.Rules, func(r storedRetryRule) quotashare.RetryRule { return quotashare.RetryRule(r) })}
@@ -270,9 +276,13 @@ func (e *State) encode(k recKey) quotashare.Record {
 
 // decode reads one stored record of the given format version into the engine's maps;
 // shares and jobs are returned, to be placed in their queues once every queue is in.
-func (e *State) decode(version int, r quotashare.Record) (*quotashare.QuotaShare, *quotashare.Job, error) {
+func (e *State) decode(version int, l Loaded) (*quotashare.QuotaShare, *quotashare.Job, error) {
+	r := l.Record
 	if version == 0 {
 		return e.decodeV0(r)
+	}
+	if r.Kind == kindJob && l.job != nil {
+		return nil, e.fromStoredJob(*l.job), nil
 	}
 	switch r.Kind {
 	case kindPolicy:
@@ -361,8 +371,8 @@ func (e *State) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotasha
 		if err := json.Unmarshal(r.Body, j); err != nil {
 			return nil, nil, err
 		}
-		j.ARN = e.arn("service-job", j.ID)
-		j.QueueARN = e.arn("job-queue", nameOf(j.QueueARN))
+		j.ARN = ""
+		j.QueueARN = e.queueARN(nameOf(j.QueueARN))
 		// Version 0 kept only a RUNNABLE job's code, as WaitCode; the others' follows
 		// from their state, and their detail is their statusReason.
 		var old struct{ WaitCode string }
@@ -443,4 +453,35 @@ func v0Code(j *quotashare.Job, waitCode string) quotashare.ReasonCode {
 		return quotashare.ReasonOwnCapacity
 	}
 	return quotashare.ReasonCode(waitCode)
+}
+
+// queueARN is the ARN of the queue of that name: the queue's own string when it is
+// loaded, so that its jobs share it instead of holding a copy each.
+func (e *State) queueARN(name string) string {
+	if arn, ok := e.strings[name]; ok && strings.HasSuffix(arn, ":job-queue/"+name) {
+		return arn
+	}
+	return e.intern(e.arn("job-queue", name))
+}
+
+// Loaded is a stored record on its way into a State, decoded as far as can be done
+// without the state (Predecode): a job's body unmarshalled, the bulk of a restart's work.
+type Loaded struct {
+	quotashare.Record
+	job *storedJob
+}
+
+// Predecode unmarshals a job record's body in the current format; Load then only builds
+// the job from it. It touches no state, so runners may call it from many goroutines. A
+// body that does not unmarshal is left to Load, which reports it (so does a record of an
+// older format, which Load decodes as that format).
+func Predecode(r quotashare.Record) Loaded {
+	l := Loaded{Record: r}
+	if r.Kind == kindJob && r.Body != nil {
+		var s storedJob
+		if json.Unmarshal(r.Body, &s) == nil {
+			l.job = &s
+		}
+	}
+	return l
 }

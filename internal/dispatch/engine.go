@@ -56,6 +56,9 @@ type Config struct {
 	// RetainFinished is how long a finished job is kept before it is removed, with its
 	// attempts' output (zero: for ever).
 	RetainFinished time.Duration
+	// LoadProgress, if set, hears how many records a load of the store (Open, or a reload
+	// after a failed commit) has read so far, every few hundred.
+	LoadProgress func(records int)
 	// Observe, if set, hears how long each loop step (reports, time limits, passes) and
 	// each commit took, and how many records the commit wrote: for metrics.
 	Observe Observer
@@ -159,8 +162,8 @@ func Open(cfg Config) (*Engine, error) {
 }
 
 func (e *Engine) load() (*control.State, error) {
-	return control.Load(e.cfg.control(), func(fn func(quotashare.Record) error) error {
-		return e.cfg.Store.Load(context.Background(), fn)
+	return control.LoadDecoded(e.cfg.control(), func(fn func(control.Loaded) error) error {
+		return loadParallel(context.Background(), e.cfg.Store, fn, e.cfg.LoadProgress)
 	})
 }
 

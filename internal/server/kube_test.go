@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,16 @@ import (
 	"github.com/quotashare/quotashare/internal/kubeexec/kubetest"
 )
 
-func TestMain(m *testing.M) { kubetest.Main(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(benchServeEnv); dir != "" {
+		benchServe(dir) // BenchmarkRestart's server process
+		return
+	}
+	code := m.Run()
+	kubetest.StopShared()
+	removeStores()
+	os.Exit(code)
+}
 
 // startKube runs a real server whose executor puts attempts on the test cluster's
 // namespace, with a grace period of 2s.

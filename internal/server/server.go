@@ -15,6 +15,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -172,6 +173,10 @@ func Start(cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
+	// Loading a large store leaves as much garbage as state (every record's bytes and
+	// JSON): give it back to the system now rather than hold it until the heap grows
+	// into it.
+	debug.FreeOSMemory()
 	var x quotashare.Executor
 	if cfg.NewExecutor != nil {
 		x, err = cfg.NewExecutor(engine.Report)
