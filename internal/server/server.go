@@ -18,6 +18,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -146,32 +147,49 @@ func Start(cfg Config) (*Server, error) {
 		cfg.Logf("WARNING: listening on %s without --credentials: anyone who reaches this port can run commands on this host", cfg.Addr)
 	}
 	// Listen first: the store's lease names the address, so that a second server on the
-	// same data folder is told which one holds it.
+	// same data folder is told which one holds it. The listener serves at once: while the
+	// store loads, /healthz says the process is alive, /readyz says how far the load has
+	// come, and the API answers 503.
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
+		return nil, err
+	}
+	lim := cfg.Limits.withDefaults()
+	s := &Server{URL: "http://" + ln.Addr().String(), ln: ln, done: make(chan error, 1), logWrite: lim.LogWrite}
+	var handler atomic.Pointer[http.Handler]
+	var loaded atomic.Int64
+	began := time.Now()
+	loading := loadingHandler(&loaded, began)
+	handler.Store(&loading)
+	s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }),
+		ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes}
+	go func() { s.done <- s.http.Serve(capConns(ln, lim.MaxConns)) }()
+	fail := func(err error) (*Server, error) {
+		s.http.Close()
+		<-s.done
 		return nil, err
 	}
 	var store quotashare.Store = cfg.Store
 	if store == nil {
 		if err := priorUse(cfg.Data, cfg.Init); err != nil {
-			ln.Close()
-			return nil, err
+			return fail(err)
 		}
 		store, err = sqlite.Open(cfg.Data)
 	}
 	if err != nil {
-		ln.Close()
-		return nil, err
+		return fail(err)
 	}
+	s.store = store
 	holder := quotashare.LeaseHolder{ID: newHolderID(), PID: os.Getpid(), Addr: ln.Addr().String()}
 	var engine *dispatch.Engine
 	mets := newMetrics(func() *dispatch.Engine { return engine })
+	stopLog := logLoading(cfg.Logf, &loaded, began)
 	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf,
-		Observe: mets, RetainFinished: retention(cfg.RetainFinished)})
+		Observe: mets, RetainFinished: retention(cfg.RetainFinished), LoadProgress: func(n int) { loaded.Store(int64(n)) }})
+	stopLog()
 	if err != nil {
 		store.Close()
-		ln.Close()
-		return nil, err
+		return fail(err)
 	}
 	// Loading a large store leaves as much garbage as state (every record's bytes and
 	// JSON): give it back to the system now rather than hold it until the heap grows
@@ -185,17 +203,17 @@ func Start(cfg Config) (*Server, error) {
 			GPUTable: cfg.GPUTable, PassEnv: cfg.PassEnv, UnstagedChannels: cfg.UnstagedChannels, Report: engine.Report})
 	}
 	if err != nil {
+		engine.Close()
 		store.Close()
-		ln.Close()
-		return nil, err
+		return fail(err)
 	}
 	if err := engine.Run(x); err != nil {
+		engine.Close()
 		x.Close()
 		store.Close()
-		ln.Close()
-		return nil, err
+		return fail(err)
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), engine: engine, exec: x, store: store, ln: ln, done: make(chan error, 1)}
+	s.engine, s.exec = engine, x
 	mux := http.NewServeMux()
 	// Healthy and ready while the store takes commits: a load balancer stops sending
 	// writes to a server that cannot keep them.
@@ -213,7 +231,7 @@ func Start(cfg Config) (*Server, error) {
 	mux.Handle("GET /metrics", batchapi.Require(verifier, mets.handler()))
 	mux.Handle("/", mets.instrument(batchapi.Require(verifier, batchapi.New(engine))))
 	// ServeMux answers an unclean path (/v1/../x) with a redirect; an API answers 404.
-	clean := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var full http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p && path.Clean(p)+"/" != p {
 			b, _ := json.Marshal(map[string]string{"__type": "ClientException", "message": fmt.Sprintf("%q: no such path; the API is POST /v1/<operation>", p)})
 			w.Header().Set("Content-Type", "application/json")
@@ -224,12 +242,54 @@ func Start(cfg Config) (*Server, error) {
 		}
 		mux.ServeHTTP(w, r)
 	})
-	lim := cfg.Limits.withDefaults()
-	s.logWrite = lim.LogWrite
-	s.http = &http.Server{Handler: clean, ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write,
-		IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes}
-	go func() { s.done <- s.http.Serve(capConns(ln, lim.MaxConns)) }()
+	handler.Store(&full)
+	cfg.Logf("quotashare: ready in %s", time.Since(began).Round(time.Millisecond))
 	return s, nil
+}
+
+// loadingHandler answers while the store loads: /healthz 200 (the process is alive),
+// /readyz 503 with the records read so far, anything else 503 as AWS's
+// ServerException, which SDKs retry.
+func loadingHandler(loaded *atomic.Int64, began time.Time) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		msg := fmt.Sprintf("loading the store: %d records read in %s", loaded.Load(), time.Since(began).Round(time.Second))
+		switch r.URL.Path {
+		case "/healthz":
+			io.WriteString(w, "ok ("+msg+")\n")
+		case "/readyz":
+			http.Error(w, msg, http.StatusServiceUnavailable)
+		default:
+			b, _ := json.Marshal(map[string]string{"__type": "ServerException", "message": "the server is starting, " + msg + "; try again shortly"})
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Amzn-ErrorType", "ServerException")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write(append(b, '\n'))
+		}
+	})
+}
+
+// logLoading logs the load's progress once a second until the returned stop is called.
+func logLoading(logf func(string, ...any), loaded *atomic.Int64, began time.Time) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				logf("quotashare: loading the store: %d records read in %s", loaded.Load(), time.Since(began).Round(time.Second))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }
 
 // priorUse refuses a data folder whose attempts show it was used while its database is
