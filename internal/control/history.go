@@ -138,9 +138,14 @@ func (e *State) sweep(now time.Time) {
 	}
 	deadline := now.Add(-e.cfg.RetainFinished)
 	removed := 0
-	for range e.cfg.SweepBatch {
+	e.moreToSweep = false
+	for n := 0; ; n++ {
 		j := e.finished.peek()
 		if j == nil || finishedAt(j).After(deadline) {
+			break
+		}
+		if n == e.cfg.SweepBatch {
+			e.moreToSweep = true
 			break
 		}
 		e.finished.pop()
@@ -176,6 +181,12 @@ func (e *State) removeJob(qs *queueState, j *quotashare.Job) {
 		e.act(Action{Forget: ids})
 	}
 }
+
+// MoreToSweep says whether the last Step left finished jobs past their retention for
+// the next (it removed as many as one Step may): the runner then runs the next Step at
+// once rather than at its next tick, so that a backlog (after a long stop, or a lowered
+// retention) goes at the pace of its commits, between requests.
+func (e *State) MoreToSweep() bool { return e.moreToSweep }
 
 // Retained counts the finished jobs kept, waiting for their retention to end.
 func (e *State) Retained() int { return e.finished.len() }

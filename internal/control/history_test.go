@@ -157,6 +157,9 @@ func TestRetention(t *testing.T) {
 	if want := []string{ids["f1"], ids["f2"]}; !slices.Equal(deleted, want) {
 		t.Fatalf("first sweep deleted %v, want %v (the two that finished first)", deleted, want)
 	}
+	if !s.MoreToSweep() {
+		t.Fatal("two more jobs are due, and MoreToSweep says no")
+	}
 	acts := s.TakeActions()
 	if len(acts) != 2 || !slices.Equal(acts[0].Forget, []string{ids["f1"] + "-1"}) || !slices.Equal(acts[1].Forget, []string{ids["f2"] + "-1"}) {
 		t.Fatalf("actions %+v, want the two jobs' attempts forgotten", acts)
@@ -181,6 +184,9 @@ func TestRetention(t *testing.T) {
 	}
 	step(s2, time.Second)
 	store.commit(s2.Flush())
+	if s2.MoreToSweep() {
+		t.Fatal("no job is due any more, and MoreToSweep says yes")
+	}
 	if got := listed(t, s2); strings.Join(got, " ") != "waiting running f5" {
 		t.Fatalf("after the sweep that follows the restart: %v", got)
 	}

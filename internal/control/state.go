@@ -69,6 +69,8 @@ type State struct {
 	lastNow  time.Time
 	limitsAt time.Time // when timeLimits last ran
 	finished finishedList
+	// moreToSweep: the last sweep stopped at its batch limit (MoreToSweep).
+	moreToSweep bool
 
 	dirty    map[recKey]bool
 	actions  []Action

@@ -446,6 +446,9 @@ func (e *Engine) cycle(tick bool) bool {
 		e.cfg.Observe.Step(time.Since(began))
 	}
 	batch := e.st.Flush()
+	if e.st.MoreToSweep() {
+		e.poke() // the next batch of expired jobs in the next cycle, not a tick later
+	}
 	waiters, acts, extra := e.waiters, e.st.TakeActions(), e.extra
 	e.waiters, e.extra = nil, nil
 	e.mu.Unlock()

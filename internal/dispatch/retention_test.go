@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -106,6 +107,38 @@ func TestRetentionForgets(t *testing.T) {
 		defer x2.mu.Unlock()
 		if want := []string{kept.ID + "-1", "not-an-attempt"}; !slices.Equal(x2.folders, want) {
 			t.Fatalf("folders after Prune %v, want %v", x2.folders, want)
+		}
+	})
+}
+
+// TestSweepBacklog: a backlog of expired jobs larger than one cycle's batch (1,000) goes
+// at the pace of the commits, not one batch a tick: after a single tick, every one of
+// 2,500 jobs is gone.
+func TestSweepBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 2500
+		e := openWith(t, storetest.NewMemory(), idle{}, func(c *Config) { c.RetainFinished = time.Hour; c.Tick = time.Hour })
+		setupQueue(t, e, n)
+		var ids []string
+		for i := range n {
+			ids = append(ids, mustOK[quotashare.Job](t)(submit(e, fmt.Sprint("j", i))).ID)
+		}
+		synctest.Wait()
+		for _, id := range ids {
+			e.Report(quotashare.Report{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptExited, Success: true})
+		}
+		synctest.Wait()
+		if got := e.Metrics().Retained; got != n {
+			t.Fatalf("%d finished jobs retained, want %d", got, n)
+		}
+		passes := e.Passes()
+		time.Sleep(2*time.Hour + time.Second) // the tick at 2 h: every job is past its hour
+		synctest.Wait()
+		if e.Passes() == passes {
+			t.Fatal("no cycle ran at the tick")
+		}
+		if m := e.Metrics(); m.Retained != 0 || m.Counters.Removed != n {
+			t.Fatalf("after one tick: %d retained, %d removed; want 0 and %d", m.Retained, m.Counters.Removed, n)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,6 +270,70 @@ func BenchmarkListJobs(b *testing.B) {
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
+
+// rawSubmits submits b.N jobs to queue q, share share-0 (as bigStore makes it) or share a
+// (benchServer's), from 64 plain net/http clients, and returns the rate.
+func rawSubmits(b *testing.B, url, share string) float64 {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+	pl, _ := json.Marshal(payload("true", 1))
+	var n atomic.Int64
+	b.SetParallelism(32)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			body := fmt.Sprintf(`{"jobName":"raw-%d","jobQueue":"q","serviceJobType":"SAGEMAKER_TRAINING","quotaShareName":%q,"serviceRequestPayload":%s}`, n.Add(1), share, pl)
+			resp, err := hc.Post(url+"/v1/submitservicejob", "application/json", strings.NewReader(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+	})
+	return float64(b.N) / time.Since(start).Seconds()
+}
+
+// BenchmarkSubmitRaw: BenchmarkSubmit's durable submits from a plain net/http client,
+// which costs the server's two cores far less than the SDK.
+func BenchmarkSubmitRaw(b *testing.B) {
+	s, _ := benchServer(b, 1, instant)
+	b.ReportMetric(rawSubmits(b, s.URL, "a"), "submits/s")
+}
+
+// BenchmarkSubmitDuringSweep: raw submits to a server on a copy of a store of
+// -restart.jobs finished jobs (and as many waiting), with the finished ones kept
+// ("kept") or all past their retention ("sweeping"), so that the sweeper removes them
+// while the submits run; "removed" is how many it removed during the run. Compare the
+// two rates within one run.
+func BenchmarkSubmitDuringSweep(b *testing.B) {
+	src := storeOf(b, *restartJobs)
+	for _, c := range []struct {
+		name   string
+		retain time.Duration
+	}{{"kept", -1}, {"sweeping", time.Hour}} {
+		b.Run(c.name, func(b *testing.B) {
+			dir := b.TempDir()
+			if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+				b.Fatal(err)
+			}
+			s, err := Start(Config{Addr: "127.0.0.1:0", Data: dir, Logf: func(string, ...any) {}, RetainFinished: c.retain,
+				NewExecutor: func(r func(quotashare.Report)) (quotashare.Executor, error) { return holdExecutor{}, nil }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			before := s.Engine().Metrics().Counters.Removed
+			b.ReportMetric(rawSubmits(b, s.URL, "share-0"), "submits/s")
+			b.ReportMetric(float64(s.Engine().Metrics().Counters.Removed-before), "removed")
 		})
 	}
 }
