@@ -2,7 +2,9 @@ package control
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -431,4 +433,40 @@ func TestJobList(t *testing.T) {
 			rt.Fatalf("upTo(%d) = %d in %v", probe, i, l.slots)
 		}
 	})
+}
+
+// TestPredecodeSame: a job record Predecode reads (encoding/json/v2) gives the job that
+// encoding/json gives, for every record of a state with jobs in every condition (waiting,
+// running, retried, preempted, finished, with tags, tokens and retry strategies); and a
+// record v2 refuses is left to Load.
+func TestPredecodeSame(t *testing.T) {
+	s, ids := world(t)
+	step(s, time.Second, exited(ids["a1"], false))
+	in := JobInput{Name: "tagged", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "b", Payload: payloadFor(1), ClientToken: "tok <&> ü",
+		Tags: map[string]string{"team": "vision"}, Retry: &quotashare.RetryStrategy{Attempts: 3, Rules: []quotashare.RetryRule{{OnExitCode: "1*", Action: "RETRY"}}}}
+	c, err := CheckJob(in)
+	check(t, err)
+	ok[quotashare.Job](t)(s.Submit(in, c))
+	step(s, time.Second)
+	n := 0
+	for id := range s.jobs {
+		r := s.encode(recKey{kindJob, id})
+		n++
+		var want storedJob
+		check(t, json.Unmarshal(r.Body, &want))
+		l := Predecode(r)
+		if l.job == nil {
+			t.Fatalf("%s: v2 refused a record the server wrote", r.Key)
+		}
+		if !reflect.DeepEqual(*l.job, want) {
+			t.Errorf("%s: v2 decoded\n%+v\nencoding/json\n%+v", r.Key, *l.job, want)
+		}
+	}
+	if n < 4 {
+		t.Fatalf("only %d job records", n)
+	}
+	bad := Predecode(quotashare.Record{Kind: kindJob, Key: "x", Body: []byte(`{"id":"x","id":"y"}`)})
+	if bad.job != nil {
+		t.Error("v2 took a record with a duplicate member; it should be left to encoding/json")
+	}
 }

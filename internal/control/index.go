@@ -6,6 +6,7 @@ package control
 
 import (
 	"cmp"
+	"container/heap"
 	"slices"
 	"strings"
 	"time"
@@ -44,6 +45,9 @@ func byName(a, b *quotashare.Job) int {
 
 func compareFold(a, b string) int {
 	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] == b[i] {
+			continue // the common case: names that share a prefix
+		}
 		if c := cmp.Compare(lowerASCII(a[i]), lowerASCII(b[i])); c != 0 {
 			return c
 		}
@@ -178,17 +182,39 @@ func (qs *queueState) nameRange(name string, prefix bool, from int64, n int) ([]
 	if count*denseRatio > idx.Len() {
 		return nil, false // dense: walk the queue's jobs instead
 	}
-	var out []*quotashare.Job
+	// The n newest of the range, in a min-heap on submission: the range is not sorted
+	// by time, and may hold thousands.
+	var top newest
 	idx.AscendKey(lo, func(j *quotashare.Job) bool {
 		if !hasPrefixFold(j.Name, name) {
 			return false
 		}
 		if from == 0 || j.CreatedAt.UnixNano() <= from {
-			out = append(out, j)
+			if len(top) < n {
+				heap.Push(&top, j)
+			} else if bySubmission(j, top[0]) > 0 {
+				top[0] = j
+				heap.Fix(&top, 0)
+			}
 		}
 		return true
 	})
-	return newestFirst([][]*quotashare.Job{out}, n), true
+	slices.SortFunc(top, func(a, b *quotashare.Job) int { return bySubmission(b, a) })
+	return top, true
+}
+
+// newest is a min-heap of jobs by submission (container/heap).
+type newest []*quotashare.Job
+
+func (h newest) Len() int           { return len(h) }
+func (h newest) Less(i, j int) bool { return bySubmission(h[i], h[j]) < 0 }
+func (h newest) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *newest) Push(x any)        { *h = append(*h, x.(*quotashare.Job)) }
+func (h *newest) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func descendName(idx *jobTree, p *quotashare.Job, name string, n int) []*quotashare.Job {

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +25,10 @@ import (
 	"github.com/quotashare/quotashare/internal/sqlite"
 )
 
-var restartJobs = flag.Int("restart.jobs", 100_000, "BenchmarkRestart and BenchmarkListJobs: queued jobs in the store, and as many finished ones")
+var (
+	restartJobs  = flag.Int("restart.jobs", 100_000, "BenchmarkRestart and BenchmarkListJobs: queued jobs in the store, and as many finished ones")
+	restartStore = flag.String("restart.store", "", "BenchmarkRestart and BenchmarkListJobs: keep the generated store in this folder, and use it again when it is there (generating a million jobs takes minutes)")
+)
 
 // bigStore writes into dir a store as a server leaves it after n jobs finished in queue
 // "done" and n more wait in queue "q" (10 shares of one instance each): it drives a
@@ -125,6 +130,17 @@ func storeOf(b *testing.B, n int) string {
 	if dir := sharedStore[n]; dir != "" {
 		return dir
 	}
+	if keep := *restartStore; keep != "" {
+		dir := filepath.Join(keep, strconv.Itoa(n))
+		if _, err := os.Stat(filepath.Join(dir, sqlite.FileName)); err == nil {
+			return dir
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		bigStore(b, dir, n)
+		return dir
+	}
 	dir, err := os.MkdirTemp("", "quotashare-bench-")
 	if err != nil {
 		b.Fatal(err)
@@ -150,6 +166,13 @@ const benchServeEnv = "QUOTASHARE_BENCH_SERVE"
 // benchServe is that process: it starts a server on dir, says "ready" on stdout, and
 // stops when stdin closes.
 func benchServe(dir string) {
+	if f := os.Getenv("QUOTASHARE_BENCH_CPUPROFILE"); f != "" {
+		w, err := os.Create(f)
+		if err == nil {
+			pprof.StartCPUProfile(w)
+			defer pprof.StopCPUProfile()
+		}
+	}
 	s, err := Start(Config{Addr: "127.0.0.1:0", Data: dir,
 		NewExecutor: func(r func(quotashare.Report)) (quotashare.Executor, error) { return holdExecutor{}, nil }})
 	if err != nil {
@@ -159,6 +182,13 @@ func benchServe(dir string) {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
+	pprof.StopCPUProfile()
+	if f := os.Getenv("QUOTASHARE_BENCH_HEAPPROFILE"); f != "" {
+		if w, err := os.Create(f); err == nil {
+			pprof.Lookup("heap").WriteTo(w, 0)
+			w.Close()
+		}
+	}
 	fmt.Println("ready", m.HeapAlloc)
 	io.Copy(io.Discard, os.Stdin)
 	s.Close()

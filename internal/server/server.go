@@ -243,7 +243,9 @@ func Start(cfg Config) (*Server, error) {
 		mux.ServeHTTP(w, r)
 	})
 	handler.Store(&full)
-	cfg.Logf("quotashare: ready in %s", time.Since(began).Round(time.Millisecond))
+	if took := time.Since(began); took >= time.Second { // after the progress lines
+		cfg.Logf("quotashare: loaded %d records, ready in %s", loaded.Load(), took.Round(time.Millisecond))
+	}
 	return s, nil
 }
 
