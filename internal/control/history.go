@@ -144,7 +144,7 @@ func (e *State) sweep(now time.Time) {
 		if j == nil || finishedAt(j).After(deadline) {
 			break
 		}
-		if n == e.cfg.SweepBatch {
+		if n == e.sweepLimit() {
 			e.moreToSweep = true
 			break
 		}
@@ -182,6 +182,18 @@ func (e *State) removeJob(qs *queueState, j *quotashare.Job) {
 	}
 }
 
+// SetBusy tells the next Step how many requests its batch answers: a busy Step removes
+// few expired jobs (one for every eight requests, and at least one), so that a backlog
+// of removals slows the requests by a small part; an idle one removes up to SweepBatch.
+func (e *State) SetBusy(requests int) { e.busy = requests }
+
+func (e *State) sweepLimit() int {
+	if e.busy > 0 {
+		return min(e.cfg.SweepBatch, e.busy/8+1)
+	}
+	return e.cfg.SweepBatch
+}
+
 // MoreToSweep says whether the last Step left finished jobs past their retention for
 // the next (it removed as many as one Step may): the runner then runs the next Step at
 // once rather than at its next tick, so that a backlog (after a long stop, or a lowered
@@ -217,4 +229,38 @@ func (e *State) intern(s string) string {
 func (e *State) internAttempt(a *quotashare.Attempt) {
 	a.StatusReason, a.StopReason = e.intern(a.StatusReason), e.intern(a.StopReason)
 	a.Stop = quotashare.StopCause(e.intern(string(a.Stop)))
+}
+
+// internNeed returns the one copy the state keeps of a need of one instance type (most
+// jobs' need, and the same for many of them); other needs are returned as they are.
+// Needs are never changed in place.
+func (e *State) internNeed(need []quotashare.Demand) []quotashare.Demand {
+	if len(need) != 1 {
+		return need
+	}
+	if v, ok := e.needs[need[0]]; ok {
+		return v
+	}
+	if len(e.needs) >= maxInterned {
+		clear(e.needs)
+	}
+	e.needs[need[0]] = need
+	return need
+}
+
+// exitCodes backs the exit codes attempts share: codes are never changed in place, and
+// most attempts end with one of a few.
+var exitCodes = func() (c [256]int) {
+	for i := range c {
+		c[i] = i
+	}
+	return c
+}()
+
+// sharedCode returns a pointer to the exit code that many attempts may share.
+func sharedCode(code *int) *int {
+	if code != nil && *code >= 0 && *code < len(exitCodes) {
+		return &exitCodes[*code]
+	}
+	return code
 }

@@ -280,8 +280,16 @@ func testListMatchesScan(t *testing.T) {
 			switch rapid.IntRange(0, 3).Draw(rt, "op") {
 			case 0: // submit
 				name := rapid.SampledFrom([]string{"x1", "X1", "x2", "y1", "x1-a", "X1-B"}).Draw(rt, "name")
-				n := rapid.IntRange(1, 60).Draw(rt, "instances")
-				j, err := submitTo(s, name, rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "share"), n, 1)
+				n := rapid.IntRange(1, 120).Draw(rt, "instances") // some never fit: time-limit reasons
+				prio := 1
+				in := JobInput{Name: name, Queue: "q", Type: "SAGEMAKER_TRAINING", Share: rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "share"),
+					Payload: payloadFor(n), Priority: &prio}
+				if rapid.Bool().Draw(rt, "retried") {
+					in.Retry = &quotashare.RetryStrategy{Attempts: 2}
+				}
+				c, err := CheckJob(in)
+				check(rt, err)
+				j, err := s.Submit(in, c)
 				check(rt, err)
 				jobs[j.ID] = &j
 			case 1: // an attempt ends
@@ -296,6 +304,9 @@ func testListMatchesScan(t *testing.T) {
 					id := rapid.SampledFrom(active).Draw(rt, "ends")
 					j := jobs[id]
 					r := exited(id, rapid.Bool().Draw(rt, "success"))
+					if !r.Success && rapid.Bool().Draw(rt, "refused for capacity") {
+						r.Capacity, r.ExitCode, r.Reason = true, nil, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - no GPU free"
+					}
 					r.AttemptID = j.Current.ID
 					step(s, time.Second, r)
 				}
@@ -359,8 +370,55 @@ func testListMatchesScan(t *testing.T) {
 			s.Flush()
 			s.TakeActions()
 			refresh()
+			checkIndexes(rt, s)
 		}
 	})
+}
+
+// checkIndexes checks every queue's indexes against its jobs: each status tree holds
+// exactly the jobs of that status, each share-and-status tree those of the share, the
+// name tree every job, and the time-limit trees exactly the RUNNABLE jobs whose reason
+// code a time-limit action can match, in RUNNABLE-time order.
+func checkIndexes(t interface{ Fatalf(string, ...any) }, s *State) {
+	for _, qs := range s.queues {
+		var all []*quotashare.Job
+		qs.jobs.each(func(j *quotashare.Job) bool { all = append(all, j); return true })
+		count := func(tr *jobTree, keep func(*quotashare.Job) bool, what string) {
+			var got []*quotashare.Job
+			if tr != nil {
+				tr.All(func(j *quotashare.Job) bool { got = append(got, j); return true })
+			}
+			var want []*quotashare.Job
+			for _, j := range all {
+				if keep(j) {
+					want = append(want, j)
+				}
+			}
+			if len(got) != len(want) {
+				t.Fatalf("queue %s %s: the index holds %d jobs, the queue %d", qs.q.Name, what, len(got), len(want))
+			}
+			for _, j := range got {
+				if !keep(j) {
+					t.Fatalf("queue %s %s: the index holds %s (%s %s), which does not belong", qs.q.Name, what, j.ID, j.Status, j.ReasonCode)
+				}
+			}
+		}
+		for _, st := range []quotashare.JobStatus{quotashare.Runnable, quotashare.Scheduled, quotashare.Starting, quotashare.Running, quotashare.Succeeded, quotashare.Failed} {
+			count(qs.index.byStatus[st], func(j *quotashare.Job) bool { return j.Status == st }, "status "+string(st))
+			for share := range qs.shares {
+				count(qs.index.byShareStatus[shareStatus{share, st}], func(j *quotashare.Job) bool { return j.Status == st && j.Share == share }, "share "+share+" "+string(st))
+			}
+		}
+		count(qs.index.byName, func(*quotashare.Job) bool { return true }, "by name")
+		for _, r := range []string{"MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED", "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"} {
+			count(qs.index.limits[r], func(j *quotashare.Job) bool { return limitReason(j) == r }, "time limit "+r)
+		}
+		for r := range qs.index.limits {
+			if !slices.Contains([]string{"MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED", "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"}, r) {
+				count(qs.index.limits[r], func(j *quotashare.Job) bool { return limitReason(j) == r }, "time limit "+r)
+			}
+		}
+	}
 }
 
 // scan is the brute-force ListJobs: every job that matches, newest first.

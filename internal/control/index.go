@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/ordered"
+	"github.com/quotashare/quotashare/internal/sched"
 )
 
 type jobTree = ordered.BTree[*quotashare.Job, *quotashare.Job]
@@ -26,11 +27,50 @@ type jobIndex struct {
 	byStatus      map[quotashare.JobStatus]*jobTree
 	byShareStatus map[shareStatus]*jobTree
 	byName        *jobTree // by name (ASCII case folded), then submission
+	// limits holds the RUNNABLE jobs whose reason a jobStateTimeLimitAction can match,
+	// by that reason and then by the time they became RUNNABLE (a few: jobs that can
+	// never fit, or the executor refused): the time-limit check reads the due ones
+	// from the front, never the queue's waiting jobs.
+	limits map[string]*jobTree
 }
 
 func newJobIndex() *jobIndex {
 	return &jobIndex{byStatus: map[quotashare.JobStatus]*jobTree{}, byShareStatus: map[shareStatus]*jobTree{},
-		byName: ordered.NewBTree(self, self, byName)}
+		byName: ordered.NewBTree(self, self, byName), limits: map[string]*jobTree{}}
+}
+
+// byRunnable orders jobs by when they became RUNNABLE, then by submission.
+func byRunnable(a, b *quotashare.Job) int {
+	return cmp.Or(a.RunnableSince.Compare(b.RunnableSince), bySubmission(a, b))
+}
+
+// limitReason is the time-limit reason a job is indexed under ("": none).
+func limitReason(j *quotashare.Job) string {
+	if j.Status != quotashare.Runnable {
+		return ""
+	}
+	return sched.ReasonCode(j.ReasonCode).TimeLimitReason()
+}
+
+// untrack takes a job out of the time-limit index before its status, reason code or
+// RUNNABLE time changes; track puts it back after, when it belongs there.
+func (x *jobIndex) untrack(j *quotashare.Job) {
+	if r := limitReason(j); r != "" {
+		if t := x.limits[r]; t != nil {
+			t.Delete(j)
+		}
+	}
+}
+
+func (x *jobIndex) track(j *quotashare.Job) {
+	if r := limitReason(j); r != "" {
+		t := x.limits[r]
+		if t == nil {
+			t = ordered.NewBTree(self, self, byRunnable)
+			x.limits[r] = t
+		}
+		t.Insert(j)
+	}
 }
 
 func self(j *quotashare.Job) *quotashare.Job { return j }
@@ -85,10 +125,12 @@ func (x *jobIndex) add(j *quotashare.Job) {
 	x.statusTree(j.Status).Insert(j)
 	x.tree(x.byShareStatus, shareStatus{j.Share, j.Status}).Insert(j)
 	x.byName.Insert(j)
+	x.track(j)
 }
 
 // remove takes a job out of every index.
 func (x *jobIndex) remove(j *quotashare.Job) {
+	x.untrack(j)
 	x.unstatus(j)
 	x.byName.Delete(j)
 }
@@ -112,10 +154,12 @@ func (qs *queueState) setStatus(j *quotashare.Job, s quotashare.JobStatus) {
 	if j.Status == s {
 		return
 	}
+	qs.index.untrack(j)
 	qs.index.unstatus(j)
 	j.Status = s
 	qs.index.statusTree(s).Insert(j)
 	qs.index.tree(qs.index.byShareStatus, shareStatus{j.Share, s}).Insert(j)
+	qs.index.track(j)
 }
 
 // denseRatio: a name prefix matching more than one job in denseRatio is listed by a walk

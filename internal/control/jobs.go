@@ -160,7 +160,7 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 		}
 		id := e.cfg.NewID()
 		j := &quotashare.Job{ID: id, Name: in.Name, QueueARN: qs.q.ARN, Share: in.Share,
-			Payload: in.Payload, Need: c.Need, Status: quotashare.Runnable, CreatedAt: now, RunnableSince: now,
+			Payload: in.Payload, Need: e.internNeed(c.Need), Status: quotashare.Runnable, CreatedAt: now, RunnableSince: now,
 			Retry: in.Retry, PreemptionRetries: in.PreemptionRetries, Tags: maps.Clone(in.Tags), ClientToken: in.ClientToken}
 		if in.ClientToken != "" {
 			j.RequestDigest = c.Digest // only a resubmit with the token compares it
@@ -174,6 +174,7 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 		if err := qs.sched.Submit(schedJob(j)); err != nil {
 			return invalid("%v", err)
 		}
+		qs.index.add(j) // before its first reason: setReason keeps the index in step
 		r, _ := qs.sched.Reason(id)
 		e.setWaiting(j, r)
 		e.jobs[id] = j
@@ -181,7 +182,6 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 			e.tokens[in.ClientToken] = id
 		}
 		qs.jobs.add(j)
-		qs.index.add(j)
 		qs.live[j.Share]++
 		qs.fresh = append(qs.fresh, j)
 		qs.dirty = true
@@ -347,7 +347,7 @@ func (e *State) terminate(qs *queueState, j *quotashare.Job, reason string, now 
 	}
 	wasStopping := j.Current.Stop != ""
 	j.Current.Stop = quotashare.StopTerminated
-	say(j, quotashare.ReasonTerminating, ": ", reason)
+	e.say(j, quotashare.ReasonTerminating, ": ", reason)
 	if !wasStopping {
 		if err := qs.sched.Stopping(j.ID); err != nil {
 			e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)

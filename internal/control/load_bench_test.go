@@ -61,7 +61,7 @@ func loadRecords(b *testing.B, n int) records {
 		j.Attempts = []quotashare.Attempt{{ID: j.ID + "-1", ScheduledAt: j.CreatedAt, StartedAt: j.CreatedAt, StoppedAt: j.CreatedAt.Add(time.Hour),
 			ExitCode: &code, StatusReason: "Completed: all 1 instance(s) exited 0"}}
 		j.Status, j.StoppedAt = quotashare.Succeeded, j.CreatedAt.Add(time.Hour)
-		setReason(j, quotashare.ReasonCompleted, "Completed: all 1 instance(s) exited 0", "Completed: all 1 instance(s) exited 0")
+		s.setReason(j, quotashare.ReasonCompleted, "Completed: all 1 instance(s) exited 0", "Completed: all 1 instance(s) exited 0")
 		s.touchJob(j)
 	}
 	store.commit(s.Flush())

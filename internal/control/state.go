@@ -69,8 +69,10 @@ type State struct {
 	lastNow  time.Time
 	limitsAt time.Time // when timeLimits last ran
 	finished finishedList
-	// moreToSweep: the last sweep stopped at its batch limit (MoreToSweep).
+	// moreToSweep: the last sweep stopped at its batch limit (MoreToSweep); busy: the
+	// requests the next Step's batch answers (SetBusy).
 	moreToSweep bool
+	busy        int
 
 	dirty    map[recKey]bool
 	actions  []Action
@@ -84,6 +86,7 @@ type State struct {
 	// strings interns the strings many jobs repeat (statuses, share names, reasons), so
 	// that a million jobs hold one copy of each; see intern.
 	strings map[string]string
+	needs   map[quotashare.Demand][]quotashare.Demand // see internNeed
 }
 
 // Load makes a State from the records load gives (a Store's Load, ordered by kind then
@@ -121,7 +124,7 @@ func LoadDecoded(cfg Config, load func(fn func(Loaded) error) error) (*State, er
 	}
 	e := &State{cfg: cfg, policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
 		queues: map[string]*queueState{}, jobs: map[string]*quotashare.Job{}, tokens: map[string]string{}, dirty: map[recKey]bool{},
-		counters: newCounters(), strings: map[string]string{}}
+		counters: newCounters(), strings: map[string]string{}, needs: map[quotashare.Demand][]quotashare.Demand{}}
 	if err := e.load(load); err != nil {
 		return nil, err
 	}
@@ -439,7 +442,7 @@ func (e *State) pass(qs *queueState, now time.Time) {
 	if env := e.envs[qs.q.EnvironmentARN]; env == nil || env.Disabled {
 		for _, j := range qs.fresh {
 			if j.Status == quotashare.Runnable {
-				say(j, quotashare.ReasonEnvironmentDisabled, " - ", fmt.Sprintf("service environment %s is DISABLED: no job of queue %s is placed until it is enabled",
+				e.say(j, quotashare.ReasonEnvironmentDisabled, " - ", fmt.Sprintf("service environment %s is DISABLED: no job of queue %s is placed until it is enabled",
 					nameOf(qs.q.EnvironmentARN), qs.q.Name))
 			}
 		}
@@ -476,7 +479,7 @@ func (e *State) pass(qs *queueState, now time.Time) {
 // scheduler's state, and are rendered when the job is read (cloneJob). A million waiting
 // jobs then hold no text, and a pass renders none.
 func (e *State) setWaiting(j *quotashare.Job, r sched.Reason) {
-	setReason(j, quotashare.ReasonCode(e.intern(string(r.Code))), "", "")
+	e.setReason(j, quotashare.ReasonCode(e.intern(string(r.Code))), "", "")
 	if r.Code != sched.ReasonExecutorCapacity {
 		j.HeldUntil = time.Time{}
 	}
@@ -489,24 +492,32 @@ func heldFor(reason string) string {
 
 // say sets a job's reason: its code, its detail, and the statusReason rendered from
 // them, the code and the detail joined by sep.
-func say(j *quotashare.Job, code quotashare.ReasonCode, sep, detail string) {
-	setReason(j, code, detail, string(code)+sep+detail)
+func (e *State) say(j *quotashare.Job, code quotashare.ReasonCode, sep, detail string) {
+	e.setReason(j, code, detail, string(code)+sep+detail)
 }
 
 // setReason sets a job's reason: its code, its detail, and the statusReason rendered
-// from them. Every change of a job's reason goes through it.
-func setReason(j *quotashare.Job, code quotashare.ReasonCode, detail, statusReason string) {
+// from them. Every change of a job's reason goes through it (its code places a waiting
+// job in the time-limit index).
+func (e *State) setReason(j *quotashare.Job, code quotashare.ReasonCode, detail, statusReason string) {
+	qs := e.queues[j.QueueARN]
+	if qs == nil || j.ReasonCode == code {
+		j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, statusReason
+		return
+	}
+	qs.index.untrack(j)
 	j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, statusReason
+	qs.index.track(j)
 }
 
 // sayHolding sets the reason of a job that holds capacity and is not being stopped: its
 // code says whether the attempt borrows, and its statusReason begins with the state.
-func sayHolding(j *quotashare.Job, state, detail string) {
+func (e *State) sayHolding(j *quotashare.Job, state, detail string) {
 	code := quotashare.ReasonOwnCapacity
 	if len(j.Current.Borrowed) > 0 {
 		code = quotashare.ReasonBorrowing
 	}
-	setReason(j, code, detail, state+" - "+detail)
+	e.setReason(j, code, detail, state+" - "+detail)
 }
 
 // start records a decision to start a job and queues the executor's Start.
@@ -518,7 +529,7 @@ func (e *State) start(j *quotashare.Job, st sched.Start, now time.Time) {
 	qs := e.queues[j.QueueARN]
 	qs.active[j] = true
 	qs.setStatus(j, quotashare.Scheduled)
-	sayHolding(j, "SCHEDULED", "capacity assigned in share "+j.Share+borrowText(st.Borrowed))
+	e.sayHolding(j, "SCHEDULED", "capacity assigned in share "+j.Share+borrowText(st.Borrowed))
 	j.HeldUntil = time.Time{}
 	e.touchJob(j)
 	e.cfg.Logf("start    %s (%s, share %s, priority %d)%s", j.Name, j.ID, j.Share, j.Priority, borrowText(st.Borrowed))
@@ -551,7 +562,7 @@ func (e *State) preempt(j *quotashare.Job, p sched.Preemption) {
 	e.counters.Preemptions[PreemptionKey{nameOf(j.QueueARN), p.Rule, j.Share}]++
 	a := j.Current
 	a.Stop, a.StopReason, a.StopFor = quotashare.StopPreempted, p.Reason, p.ForJob
-	say(j, quotashare.ReasonPreempting, ": ", p.Reason)
+	e.say(j, quotashare.ReasonPreempting, ": ", p.Reason)
 	e.touchJob(j)
 	e.cfg.Logf("preempt  %s (%s, share %s, rule %s): %s", j.Name, j.ID, j.Share, p.Rule, p.Reason)
 	e.act(Action{Stop: a.ID})
@@ -574,7 +585,7 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 		if j.Status == quotashare.Scheduled || j.Status == quotashare.Starting {
 			qs.setStatus(j, quotashare.Starting)
 			if a.Stop == "" {
-				sayHolding(j, "STARTING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed)+": "+r.Reason)
+				e.sayHolding(j, "STARTING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed)+": "+r.Reason)
 			}
 			e.touchJob(j)
 		}
@@ -585,7 +596,7 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 			a.StartedAt = at
 			j.CapacityRefusals = 0
 			if a.Stop == "" {
-				sayHolding(j, "RUNNING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed))
+				e.sayHolding(j, "RUNNING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed))
 			}
 			qs.sched.Running(j.ID, at)
 			e.touchJob(j)
@@ -596,7 +607,7 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 		return
 	}
 	a.StoppedAt = at
-	a.ExitCode = r.ExitCode
+	a.ExitCode = sharedCode(r.ExitCode)
 	j.Current = nil
 	delete(qs.active, j)
 	qs.dirty = true
@@ -699,9 +710,11 @@ func (e *State) requeue(qs *queueState, j *quotashare.Job, code quotashare.Reaso
 	if err := qs.sched.Stopped(j.ID, true, now); err != nil {
 		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 	}
-	qs.setStatus(j, quotashare.Runnable)
-	setReason(j, code, detail, statusReason)
+	qs.index.untrack(j)
 	j.RunnableSince = now
+	qs.index.track(j)
+	qs.setStatus(j, quotashare.Runnable)
+	e.setReason(j, code, detail, statusReason)
 	qs.fresh = append(qs.fresh, j)
 	e.cfg.Logf("requeue  %s (%s, share %s): %s", j.Name, j.ID, j.Share, j.StatusReason)
 }
@@ -755,7 +768,7 @@ func (e *State) done(qs *queueState, j *quotashare.Job, status quotashare.JobSta
 	e.cfg.Logf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)
 	qs.setStatus(j, status)
 	reason = e.intern(reason) // kept for the retention: many jobs end for the same reason
-	setReason(j, code, reason, reason)
+	e.setReason(j, code, reason, reason)
 	if n := len(j.Attempts); n > 0 {
 		e.internAttempt(&j.Attempts[n-1])
 	}
@@ -789,26 +802,33 @@ func (e *State) timeLimits(now time.Time) {
 		if len(qs.q.TimeLimitActions) == 0 {
 			continue
 		}
-		// Only the waiting jobs, from the scheduler: never the queue's history. The ones
-		// due are ended in submission order, as they were before.
+		// From the time-limit index: for each action, the waiting jobs with its reason
+		// that have waited long enough, oldest first, and no others; the first action in
+		// the queue's order that a job is due under ends it. The ones due are ended in
+		// submission order.
 		type due struct {
 			j   *quotashare.Job
 			act quotashare.TimeLimitAction
 		}
 		var ending []due
-		qs.sched.EachWaiting(func(id string) {
-			j := e.jobs[id]
-			if j == nil || j.Status != quotashare.Runnable {
-				return
+		claimed := map[*quotashare.Job]bool{}
+		for _, act := range qs.q.TimeLimitActions {
+			t := qs.index.limits[act.Reason]
+			if t == nil {
+				continue
 			}
-			for _, act := range qs.q.TimeLimitActions {
-				if sched.ReasonCode(j.ReasonCode).TimeLimitReason() == act.Reason &&
-					now.Sub(j.RunnableSince) >= time.Duration(act.MaxTimeSeconds)*time.Second {
-					ending = append(ending, due{j, act})
-					return
+			cutoff := now.Add(-time.Duration(act.MaxTimeSeconds) * time.Second)
+			t.All(func(j *quotashare.Job) bool {
+				if j.RunnableSince.After(cutoff) {
+					return false
 				}
-			}
-		})
+				if !claimed[j] {
+					claimed[j] = true
+					ending = append(ending, due{j, act})
+				}
+				return true
+			})
+		}
 		slices.SortFunc(ending, func(a, b due) int {
 			return cmp.Or(a.j.CreatedAt.Compare(b.j.CreatedAt), cmp.Compare(a.j.ID, b.j.ID))
 		})

@@ -172,7 +172,7 @@ func toStoredAttempt(a quotashare.Attempt) storedAttempt {
 
 func fromStoredAttempt(a storedAttempt) quotashare.Attempt {
 	return quotashare.Attempt{ID: a.ID, ScheduledAt: a.ScheduledAt, StartedAt: a.StartedAt, StoppedAt: a.StoppedAt, StatusReason: a.StatusReason,
-		ExitCode: a.ExitCode, Borrowed: fromStoredDemands(a.Borrowed), Stop: quotashare.StopCause(a.Stop), StopReason: a.StopReason, StopFor: a.StopFor}
+		ExitCode: sharedCode(a.ExitCode), Borrowed: fromStoredDemands(a.Borrowed), Stop: quotashare.StopCause(a.Stop), StopReason: a.StopReason, StopFor: a.StopFor}
 }
 
 func toStoredJob(j *quotashare.Job) storedJob {
@@ -195,7 +195,7 @@ func toStoredJob(j *quotashare.Job) storedJob {
 
 func (e *State) fromStoredJob(s storedJob) *quotashare.Job {
 	j := &quotashare.Job{ID: s.ID, Name: s.Name, QueueARN: e.queueARN(s.Queue), Share: e.intern(s.Share),
-		Priority: s.Priority, Payload: s.Payload, Need: fromStoredDemands(s.Need), Status: quotashare.JobStatus(e.intern(s.Status)),
+		Priority: s.Priority, Payload: s.Payload, Need: e.internNeed(fromStoredDemands(s.Need)), Status: quotashare.JobStatus(e.intern(s.Status)),
 		StatusReason: e.intern(s.StatusReason), CreatedAt: s.CreatedAt, StoppedAt: s.StoppedAt, RunnableSince: s.RunnableSince,
 		IsTerminated: s.IsTerminated, PreemptionRetries: s.PreemptionRetries, TimeoutSeconds: s.TimeoutSeconds, Tags: s.Tags,
 		ClientToken: s.ClientToken, Attempts: convert(s.Attempts, fromStoredAttempt), Preempted: convert(s.Preempted, fromStoredAttempt),

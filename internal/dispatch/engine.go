@@ -440,6 +440,7 @@ func (e *Engine) cycle(tick bool) bool {
 	reports := e.reports
 	e.reports = nil
 	e.st.SetTime(e.cfg.Now())
+	e.st.SetBusy(len(e.waiters))
 	began := time.Now()
 	e.st.Step(reports, tick)
 	if e.cfg.Observe != nil {
