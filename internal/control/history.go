@@ -182,14 +182,14 @@ func (e *State) removeJob(qs *queueState, j *quotashare.Job) {
 	}
 }
 
-// SetBusy tells the next Step how many requests its batch answers: a busy Step removes
-// few expired jobs (one for every eight requests, and at least one), so that a backlog
-// of removals slows the requests by a small part; an idle one removes up to SweepBatch.
-func (e *State) SetBusy(requests int) { e.busy = requests }
+// SetSweepBudget bounds the expired jobs the next Step removes: the runner gives a few
+// while requests are flowing, so that a backlog of removals adds little to the batches
+// requests wait for, and a negative budget (SweepBatch) once they are quiet.
+func (e *State) SetSweepBudget(n int) { e.budget = n }
 
 func (e *State) sweepLimit() int {
-	if e.busy > 0 {
-		return min(e.cfg.SweepBatch, e.busy/8+1)
+	if e.budget >= 0 {
+		return min(e.cfg.SweepBatch, e.budget)
 	}
 	return e.cfg.SweepBatch
 }

@@ -528,3 +528,26 @@ func TestPredecodeSame(t *testing.T) {
 		t.Error("v2 took a record with a duplicate member; it should be left to encoding/json")
 	}
 }
+
+// TestSweepBudget: the runner's budget bounds what a step removes (a few while requests
+// flow), and a negative budget means the configured batch.
+func TestSweepBudget(t *testing.T) {
+	s := freshWith(t, Config{RetainFinished: time.Hour, SweepBatch: 4})
+	pool(t, s)
+	var ids []string
+	for i := range 10 {
+		ids = append(ids, ok[quotashare.Job](t)(submitTo(s, fmt.Sprint("j", i), "a", 1, 1)).ID)
+	}
+	step(s, time.Second)
+	for _, id := range ids {
+		step(s, time.Millisecond, exited(id, true))
+	}
+	s.SetTime(s.clock.Add(2 * time.Hour))
+	for _, c := range []struct{ budget, removed, left int }{{1, 1, 9}, {0, 0, 9}, {2, 2, 7}, {-1, 4, 3}, {100, 3, 0}} {
+		s.SetSweepBudget(c.budget)
+		s.Step(nil, false)
+		if got := s.Retained(); got != c.left {
+			t.Fatalf("budget %d: %d retained, want %d", c.budget, got, c.left)
+		}
+	}
+}

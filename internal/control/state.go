@@ -69,10 +69,10 @@ type State struct {
 	lastNow  time.Time
 	limitsAt time.Time // when timeLimits last ran
 	finished finishedList
-	// moreToSweep: the last sweep stopped at its batch limit (MoreToSweep); busy: the
-	// requests the next Step's batch answers (SetBusy).
+	// moreToSweep: the last sweep stopped at its batch limit (MoreToSweep); budget: the
+	// most the next may remove, negative for SweepBatch (SetSweepBudget).
 	moreToSweep bool
-	busy        int
+	budget      int
 
 	dirty    map[recKey]bool
 	actions  []Action
@@ -124,7 +124,7 @@ func LoadDecoded(cfg Config, load func(fn func(Loaded) error) error) (*State, er
 	}
 	e := &State{cfg: cfg, policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
 		queues: map[string]*queueState{}, jobs: map[string]*quotashare.Job{}, tokens: map[string]string{}, dirty: map[recKey]bool{},
-		counters: newCounters(), strings: map[string]string{}, needs: map[quotashare.Demand][]quotashare.Demand{}}
+		budget: -1, counters: newCounters(), strings: map[string]string{}, needs: map[quotashare.Demand][]quotashare.Demand{}}
 	if err := e.load(load); err != nil {
 		return nil, err
 	}

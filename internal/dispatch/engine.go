@@ -120,7 +120,14 @@ type Engine struct {
 	actq    chan []func(quotashare.Executor)
 	actDone chan struct{}
 	pruning sync.WaitGroup // the start-up Prune
+	// lastRequest is when a request last waited for a commit: the sweep of expired jobs
+	// runs batch after batch only once requests have been quiet for sweepQuiet.
+	lastRequest time.Time
 }
+
+// sweepQuiet is how long requests must have been quiet before the loop removes expired
+// jobs batch after batch rather than a few per cycle and a batch a tick.
+const sweepQuiet = 100 * time.Millisecond
 
 // Open takes the store's lease, loads the state from the store, and rewrites it in the
 // current stored format if it is older. The engine does nothing until Run.
@@ -288,6 +295,7 @@ func (e *Engine) barrier() error {
 func (e *Engine) awaitCommit() error {
 	ch := make(chan error, 1)
 	e.waiters = append(e.waiters, ch)
+	e.lastRequest = time.Now()
 	e.mu.Unlock()
 	e.poke()
 	return <-ch
@@ -440,17 +448,27 @@ func (e *Engine) cycle(tick bool) bool {
 	reports := e.reports
 	e.reports = nil
 	e.st.SetTime(e.cfg.Now())
-	e.st.SetBusy(len(e.waiters))
+	// Expired jobs go a batch at a time once requests are quiet, and one for every 16
+	// requests while they flow.
+	quiet := len(e.waiters) == 0 && time.Since(e.lastRequest) >= sweepQuiet
+	if quiet {
+		e.st.SetSweepBudget(-1)
+	} else {
+		e.st.SetSweepBudget((len(e.waiters) + 15) / 16)
+	}
 	began := time.Now()
 	e.st.Step(reports, tick)
 	if e.cfg.Observe != nil {
 		e.cfg.Observe.Step(time.Since(began))
 	}
 	batch := e.st.Flush()
-	if e.st.MoreToSweep() {
-		e.poke() // the next batch of expired jobs in the next cycle, not a tick later
-	}
 	waiters, acts, extra := e.waiters, e.st.TakeActions(), e.extra
+	if e.st.MoreToSweep() && quiet {
+		// Quiet: the next batch of expired jobs in the next cycle, not a tick later.
+		// Under requests, each of their cycles removes a few, and none runs for the
+		// sweep alone, so the removals never make requests wait long.
+		e.poke()
+	}
 	e.waiters, e.extra = nil, nil
 	e.mu.Unlock()
 

@@ -307,10 +307,15 @@ func BenchmarkListJobs(b *testing.B) {
 // rawSubmits submits b.N jobs to queue q, share share-0 (as bigStore makes it) or share a
 // (benchServer's), from 64 plain net/http clients, and returns the rate.
 func rawSubmits(b *testing.B, url, share string) float64 {
+	return rawSubmitsWith(b, url, share, 32)
+}
+
+// rawSubmitsWith is rawSubmits with parallelism clients per core.
+func rawSubmitsWith(b *testing.B, url, share string, parallelism int) float64 {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	pl, _ := json.Marshal(payload("true", 1))
 	var n atomic.Int64
-	b.SetParallelism(32)
+	b.SetParallelism(parallelism)
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
@@ -335,8 +340,12 @@ func rawSubmits(b *testing.B, url, share string) float64 {
 // BenchmarkSubmitRaw: BenchmarkSubmit's durable submits from a plain net/http client,
 // which costs the server's two cores far less than the SDK.
 func BenchmarkSubmitRaw(b *testing.B) {
-	s, _ := benchServer(b, 1, instant)
-	b.ReportMetric(rawSubmits(b, s.URL, "a"), "submits/s")
+	for _, clients := range []int{64, 256} {
+		b.Run(fmt.Sprint(clients, "-clients"), func(b *testing.B) {
+			s, _ := benchServer(b, 1, instant)
+			b.ReportMetric(rawSubmitsWith(b, s.URL, "a", clients/runtime.GOMAXPROCS(0)), "submits/s")
+		})
+	}
 }
 
 // BenchmarkSubmitDuringSweep: raw submits to a server on a copy of a store of
