@@ -34,7 +34,7 @@ var (
 // "done" and n more wait in queue "q" (10 shares of one instance each): it drives a
 // control.State directly and commits its records to SQLite in large batches, far faster
 // than through the API.
-func bigStore(b *testing.B, dir string, n int) {
+func bigStore(b *testing.B, dir string, queued, finished int) {
 	db, err := sqlite.Open(dir)
 	if err != nil {
 		b.Fatal(err)
@@ -77,7 +77,7 @@ func bigStore(b *testing.B, dir string, n int) {
 	for _, q := range []struct {
 		name     string
 		capacity int
-	}{{"done", n}, {"q", 10}} {
+	}{{"done", max(finished, 10)}, {"q", 10}} {
 		must(st.CreateEnvironment(control.EnvironmentInput{Name: q.name + "-env", Type: "SAGEMAKER_TRAINING",
 			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: q.capacity}}}))
 		must(st.CreateQueue(control.QueueInput{Name: q.name, Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
@@ -90,7 +90,7 @@ func bigStore(b *testing.B, dir string, n int) {
 	in := control.JobInput{Name: "train", Queue: "done", Share: "share-0", Type: "SAGEMAKER_TRAINING", Payload: payload("python train.py --epochs 10", 1), Priority: &prio}
 	checked, err := control.CheckJob(in)
 	must(nil, err)
-	submit := func(queue string) []string {
+	submit := func(queue string, n int) []string {
 		var ids []string
 		for i := range n {
 			in.Queue, in.Name, in.Share = queue, fmt.Sprintf("train-%s-%d", queue, i), fmt.Sprintf("share-%d", i%10)
@@ -108,7 +108,7 @@ func bigStore(b *testing.B, dir string, n int) {
 		flush(false)
 		return ids
 	}
-	for _, id := range submit("done") {
+	for _, id := range submit("done", finished) {
 		tick()
 		st.Step([]quotashare.Report{{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptRunning}}, false)
 		tick()
@@ -117,28 +117,36 @@ func bigStore(b *testing.B, dir string, n int) {
 		st.TakeActions()
 		flush(false)
 	}
-	submit("q")
+	submit("q", queued)
 	st.TakeActions()
 	flush(true)
 }
 
 // sharedStore is bigStore's folder, made once per process for the benchmarks that read
 // it (each copies nothing: they only read, and a server takes the lease in turn).
-var sharedStore = map[int]string{}
+var sharedStore = map[string]string{}
 
-func storeOf(b *testing.B, n int) string {
-	if dir := sharedStore[n]; dir != "" {
+// storeOf is bigStore's folder of n queued and n finished jobs.
+func storeOf(b *testing.B, n int) string { return storeOfMix(b, n, n) }
+
+// storeOfMix is bigStore's folder of the given queued and finished jobs.
+func storeOfMix(b *testing.B, queued, finished int) string {
+	name := strconv.Itoa(queued) // the folder's name under -restart.store
+	if queued != finished {
+		name = fmt.Sprintf("%d-queued-%d-finished", queued, finished)
+	}
+	if dir := sharedStore[name]; dir != "" {
 		return dir
 	}
 	if keep := *restartStore; keep != "" {
-		dir := filepath.Join(keep, strconv.Itoa(n))
+		dir := filepath.Join(keep, name)
 		if _, err := os.Stat(filepath.Join(dir, sqlite.FileName)); err == nil {
 			return dir
 		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			b.Fatal(err)
 		}
-		bigStore(b, dir, n)
+		bigStore(b, dir, queued, finished)
 		return dir
 	}
 	dir, err := os.MkdirTemp("", "quotashare-bench-")
@@ -146,9 +154,9 @@ func storeOf(b *testing.B, n int) string {
 		b.Fatal(err)
 	}
 	began := time.Now()
-	bigStore(b, dir, n)
-	b.Logf("wrote a store of %d queued and %d finished jobs in %s", n, n, time.Since(began).Round(time.Second))
-	sharedStore[n] = dir
+	bigStore(b, dir, queued, finished)
+	b.Logf("wrote a store of %d queued and %d finished jobs in %s", queued, finished, time.Since(began).Round(time.Second))
+	sharedStore[name] = dir
 	return dir
 }
 
@@ -210,13 +218,22 @@ func procStatus(pid int, field string) int64 {
 }
 
 // BenchmarkRestart: a server process started on a store of -restart.jobs queued and as
-// many finished jobs: the time until it takes requests (every job loaded, every index
-// and scheduler rebuilt), its live Go heap and its resident memory then, per job (the
-// resident figure includes the runtime and the binary, a few tens of MB, spread over the
-// jobs). Run with -benchtime=1x.
+// many finished jobs ("both"), or of that many queued ("queued") or finished
+// ("finished") jobs alone: the time until it takes requests (every job loaded, every
+// index and scheduler rebuilt), its live Go heap and its resident memory then, per job
+// (the resident figure includes the runtime and the binary, a few tens of MB, spread
+// over the jobs). Run with -benchtime=1x.
 func BenchmarkRestart(b *testing.B) {
-	dir := storeOf(b, *restartJobs)
-	jobs := float64(2 * *restartJobs)
+	n := *restartJobs
+	for _, c := range []struct {
+		name             string
+		queued, finished int
+	}{{"both", n, n}, {"queued", n, 0}, {"finished", 0, n}} {
+		b.Run(c.name, func(b *testing.B) { restart(b, storeOfMix(b, c.queued, c.finished), float64(c.queued+c.finished)) })
+	}
+}
+
+func restart(b *testing.B, dir string, jobs float64) {
 	for b.Loop() {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), benchServeEnv+"="+dir)

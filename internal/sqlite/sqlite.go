@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
@@ -55,7 +56,22 @@ type DB struct {
 
 	mu   sync.Mutex
 	lock *os.File // the flock'd lock file while the lease is held
+
+	// The WAL is copied into the database by a connection of its own, in the
+	// background, instead of inside a commit every thousand pages (SQLite's automatic
+	// checkpoint, turned off): a commit then waits for its own fsync only.
+	ckpt      *sql.DB
+	commits   int           // since the last kick
+	kick      chan struct{} // asks for a checkpoint
+	stop      chan struct{}
+	stopped   chan struct{}
+	closeOnce sync.Once
+	// checkpointed, if set (tests), hears the result of each checkpoint.
+	checkpointed func(error)
 }
+
+// checkpointEvery is how many commits go by between checkpoints (besides one a second).
+const checkpointEvery = 256
 
 var _ quotashare.Store = (*DB)(nil)
 
@@ -68,7 +84,7 @@ func Open(dir string) (*DB, error) {
 	}
 	path := filepath.Join(dir, FileName)
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(5000)", "foreign_keys(1)"} {
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(5000)", "foreign_keys(1)", "wal_autocheckpoint(0)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -88,7 +104,38 @@ func Open(dir string) (*DB, error) {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 	}
+	ckpt, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=synchronous(FULL)")
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	ckpt.SetMaxOpenConns(1)
+	d.ckpt, d.kick, d.stop, d.stopped = ckpt, make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	go d.checkpoints()
 	return d, nil
+}
+
+// checkpoints copies the WAL into the database (PASSIVE: it never blocks a commit)
+// after every checkpointEvery commits and once a second, until Close.
+func (d *DB) checkpoints() {
+	defer close(d.stopped)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-d.kick:
+		case <-t.C:
+		}
+		_, err := d.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+		d.mu.Lock()
+		hook := d.checkpointed
+		d.mu.Unlock()
+		if hook != nil {
+			hook(err)
+		}
+	}
 }
 
 func (d *DB) migrate() error {
@@ -260,7 +307,23 @@ func (d *DB) Commit(ctx context.Context, lease quotashare.Lease, batch []quotash
 			return fmt.Errorf("%s %s: %w", r.Kind, r.Key, err)
 		}
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.commits++
+	due := d.commits >= checkpointEvery
+	if due {
+		d.commits = 0
+	}
+	d.mu.Unlock()
+	if due {
+		select {
+		case d.kick <- struct{}{}:
+		default: // one is asked for already
+		}
+	}
+	return nil
 }
 
 // Close releases the lease, if held, and closes the database.
@@ -268,7 +331,13 @@ func (d *DB) Close() error {
 	d.mu.Lock()
 	err := d.unlock()
 	d.mu.Unlock()
-	return errors.Join(err, d.db.Close())
+	var cerr error
+	d.closeOnce.Do(func() {
+		close(d.stop)
+		<-d.stopped
+		cerr = d.ckpt.Close()
+	})
+	return errors.Join(err, cerr, d.db.Close())
 }
 
 // Backup writes a consistent copy of the data folder's database to out (a new file),
