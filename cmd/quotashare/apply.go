@@ -172,7 +172,8 @@ func wireShare(sh shareSpec) map[string]any {
 		rc["borrowLimit"] = -1
 	}
 	return map[string]any{"quotaShare": map[string]any{"quotaShareName": sh.Name, "capacityLimits": wireLimits(sh.Limits),
-		"resourceSharingConfiguration": rc, "preemptionConfiguration": map[string]any{"inSharePreemption": string(inShareState(sh.InSharePreemption))}}}
+		"resourceSharingConfiguration": rc, "preemptionConfiguration": map[string]any{"inSharePreemption": string(inShareState(sh.InSharePreemption))},
+		"state": string(sh.stateOf())}}
 }
 
 // previewResult is what the server says a dry run's changes would do to running jobs.
@@ -283,10 +284,14 @@ func plan(ctx context.Context, c *batch.Client, s *setup, cur *current, out io.W
 		}
 		pc := &types.QuotaSharePreemptionConfiguration{InSharePreemption: inShareState(sh.InSharePreemption)}
 		if !exists {
-			cs = append(cs, change{fmt.Sprintf("create quota share %s: %s, %s, in-share preemption %s", sh.Name, countsText(sh.Limits),
-				borrowOf(sh.Strategy, sh.BorrowLimit), onOff(sh.InSharePreemption)), func(ctx context.Context, c *batch.Client) error {
+			text := fmt.Sprintf("create quota share %s: %s, %s, in-share preemption %s", sh.Name, countsText(sh.Limits),
+				borrowOf(sh.Strategy, sh.BorrowLimit), onOff(sh.InSharePreemption))
+			if sh.Disabled {
+				text += ", DISABLED"
+			}
+			cs = append(cs, change{text, func(ctx context.Context, c *batch.Client) error {
 				_, err := c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.Name), JobQueue: aws.String(s.Queue.Name),
-					CapacityLimits: limits, ResourceSharingConfiguration: rc, PreemptionConfiguration: pc})
+					CapacityLimits: limits, ResourceSharingConfiguration: rc, PreemptionConfiguration: pc, State: sh.stateOf()})
 				return err
 			}, wireShare(sh)})
 			continue
@@ -307,6 +312,9 @@ func plan(ctx context.Context, c *batch.Client, s *setup, cur *current, out io.W
 		if was := have.PreemptionConfiguration.InSharePreemption == types.QuotaShareInSharePreemptionStateEnabled; was != sh.InSharePreemption {
 			diffs = append(diffs, "in-share preemption "+onOff(was)+" -> "+onOff(sh.InSharePreemption))
 		}
+		if have.State != sh.stateOf() {
+			diffs = append(diffs, fmt.Sprintf("state %s -> %s", have.State, sh.stateOf()))
+		}
 		if len(diffs) == 0 {
 			continue
 		}
@@ -319,7 +327,7 @@ func plan(ctx context.Context, c *batch.Client, s *setup, cur *current, out io.W
 		arn := aws.ToString(have.QuotaShareArn)
 		cs = append(cs, change{text, func(ctx context.Context, c *batch.Client) error {
 			_, err := c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(arn), CapacityLimits: limits,
-				ResourceSharingConfiguration: rc, PreemptionConfiguration: pc})
+				ResourceSharingConfiguration: rc, PreemptionConfiguration: pc, State: sh.stateOf()})
 			return err
 		}, wireShare(sh)})
 	}
@@ -499,7 +507,8 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 		for _, sh := range page.QuotaShares {
 			spec := shareSpec{Name: aws.ToString(sh.QuotaShareName), Limits: shareCounts(sh.CapacityLimits),
 				Strategy:          string(sh.ResourceSharingConfiguration.Strategy),
-				InSharePreemption: sh.PreemptionConfiguration.InSharePreemption == types.QuotaShareInSharePreemptionStateEnabled}
+				InSharePreemption: sh.PreemptionConfiguration.InSharePreemption == types.QuotaShareInSharePreemptionStateEnabled,
+				Disabled:          sh.State == types.QuotaShareStateDisabled}
 			if b := sh.ResourceSharingConfiguration.BorrowLimit; b != nil && *b != -1 && spec.Strategy == string(types.QuotaShareResourceSharingStrategyLendAndBorrow) {
 				v := int(*b)
 				spec.BorrowLimit = &v

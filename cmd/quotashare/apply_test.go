@@ -46,6 +46,25 @@ create quota share qs3: ml.g5.xlarge 1, RESERVE, in-share preemption off
 		t.Errorf("apply of the exported file printed %q", out)
 	}
 
+	// A share's state: applied from the file, exported, and put back by a file that
+	// leaves it out (ENABLED).
+	disabled := strings.Replace(string(mustRead(example)), "strategy: RESERVE", "strategy: RESERVE\n    state: DISABLED", 1)
+	disabledFile := filepath.Join(dir, "disabled.yaml")
+	os.WriteFile(disabledFile, []byte(disabled), 0o644)
+	if out := mustRun("apply", "-f", disabledFile); out != "update quota share qs3: state ENABLED -> DISABLED\n" {
+		t.Errorf("disabling apply printed %q", out)
+	}
+	if out := mustRun("export", "--queue", "three-projects"); !strings.Contains(out, "strategy: RESERVE\n    inSharePreemption: false\n    state: DISABLED\n") {
+		t.Errorf("export of a DISABLED share:\n%s", out)
+	}
+	os.WriteFile(exported, []byte(mustRun("export", "--queue", "three-projects")), 0o644)
+	if out := mustRun("apply", "-f", exported); !strings.HasPrefix(out, "no changes") {
+		t.Errorf("apply of the exported file with a DISABLED share printed %q", out)
+	}
+	if out := mustRun("apply", "-f", example); out != "update quota share qs3: state DISABLED -> ENABLED\n" {
+		t.Errorf("re-enabling apply printed %q", out)
+	}
+
 	// A lowered limit: raise qs3 to 2 instances, run two jobs on them, then dry-run the
 	// original file, which lowers qs3 back to 1.
 	raise := strings.Replace(string(mustRead(example)), "limits: {ml.g5.xlarge: 1}\n    strategy: RESERVE", "limits: {ml.g5.xlarge: 2}\n    strategy: RESERVE", 1)
@@ -108,6 +127,8 @@ qs3        RESERVE         ml.g5.xlarge       2      2        0        0      0
 			"bad.yaml:2: queue.colour: unknown field; the fields here are name, policy, priority"},
 		{"environment: {name: e, capacity: {t: 1}}\nshares:\n  - {name: a, limits: {t: 1}, strategy: LEND}\n  - {name: a, limits: {t: 1}, strategy: LEND}\nqueue: {name: q, policy: p}\n",
 			"bad.yaml:4: shares[1].name: quota share a is declared twice"},
+		{"environment: {name: e, capacity: {t: 1}}\nqueue: {name: q, policy: p}\nshares:\n  - {name: a, limits: {t: 1}, strategy: LEND, state: OFF}\n",
+			"bad.yaml:4: shares[0].state: \"OFF\" must be ENABLED or DISABLED"},
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
 		os.WriteFile(bad, []byte(tc.file), 0o644)

@@ -274,16 +274,18 @@ func jobsCmd(args []string, stdout, stderr io.Writer, now time.Time) error {
 		fmt.Fprintln(stdout, "no jobs")
 		return nil
 	}
-	// 80 columns: NAME 16, SHARE 8, STATE 9, PRIO 4, INSTANCES 14, AGE 4, REASON 19.
-	const format = "%-16s %-8s %-9s %4s %-14s %4s %s\n"
-	fmt.Fprintf(stdout, format, "NAME", "SHARE", "STATE", "PRIO", "INSTANCES", "AGE", "REASON")
+	// 80 columns: ID 6 (the start of the id, which every JOB argument takes), NAME 14,
+	// SHARE 8, STATE 9, PRIO 4, INSTANCES 11 (without the "ml." every SageMaker type
+	// begins with), AGE 4, REASON 17.
+	const format = "%-6s %-14s %-8s %-9s %4s %-11s %4s %s\n"
+	fmt.Fprintf(stdout, format, "ID", "NAME", "SHARE", "STATE", "PRIO", "INSTANCES", "AGE", "REASON")
 	for _, r := range rows {
 		prio := "-"
 		if r.Priority != nil {
 			prio = strconv.Itoa(int(*r.Priority))
 		}
-		fmt.Fprintf(stdout, format, cut(r.Name, 16), cut(r.Share, 8), cut(r.State, 9), prio, cut(r.Instances, 14),
-			age(now.Sub(time.UnixMilli(r.CreatedAt))), cut(shortReason(r.State, r.code, r.Reason), 19))
+		fmt.Fprintf(stdout, format, r.ID[:min(6, len(r.ID))], cut(r.Name, 14), cut(r.Share, 8), cut(r.State, 9), prio,
+			cut(strings.ReplaceAll(r.Instances, " ml.", " "), 11), age(now.Sub(time.UnixMilli(r.CreatedAt))), cut(shortReason(r.State, r.code, r.Reason), 17))
 	}
 	return nil
 }

@@ -384,20 +384,28 @@ func findJob(cf *clientFlags, ref string, notFound error) (string, error) {
 	}
 	type candidate struct{ id, name, queue string }
 	var byName, byPrefix []candidate
-	for _, q := range queues {
-		in := &batch.ListServiceJobsInput{JobQueue: aws.String(q), Filters: []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{"*"}}}}
-		for p := batch.NewListServiceJobsPaginator(c, in); p.HasMorePages(); {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return "", cf.apiError(err)
-			}
-			for _, j := range page.JobSummaryList {
-				cand := candidate{aws.ToString(j.JobId), aws.ToString(j.JobName), q}
-				switch {
-				case cand.name == ref:
-					byName = append(byName, cand)
-				case strings.HasPrefix(cand.id, ref):
-					byPrefix = append(byPrefix, cand)
+	// By name first, from the server's name index (JOB_NAME matches without regard to
+	// case; a name here must match exactly); then, only if no name matched, every job
+	// for an id that starts with ref.
+	for _, filter := range []string{ref, "*"} {
+		if filter == "*" && len(byName) > 0 {
+			break
+		}
+		for _, q := range queues {
+			in := &batch.ListServiceJobsInput{JobQueue: aws.String(q), Filters: []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{filter}}}}
+			for p := batch.NewListServiceJobsPaginator(c, in); p.HasMorePages(); {
+				page, err := p.NextPage(ctx)
+				if err != nil {
+					return "", cf.apiError(err)
+				}
+				for _, j := range page.JobSummaryList {
+					cand := candidate{aws.ToString(j.JobId), aws.ToString(j.JobName), q}
+					switch {
+					case cand.name == ref && filter != "*":
+						byName = append(byName, cand)
+					case filter == "*" && strings.HasPrefix(cand.id, ref):
+						byPrefix = append(byPrefix, cand)
+					}
 				}
 			}
 		}

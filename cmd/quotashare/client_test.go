@@ -39,7 +39,7 @@ func TestClientCommands(t *testing.T) {
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(table), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") || !strings.HasPrefix(lines[1], "second") || !strings.HasPrefix(lines[2], "first") {
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "ID     NAME") || !strings.HasPrefix(lines[1][7:], "second") || !strings.HasPrefix(lines[2][7:], "first") {
 		t.Fatalf("jobs table:\n%s", table)
 	}
 	for _, l := range lines {
@@ -47,10 +47,10 @@ func TestClientCommands(t *testing.T) {
 			t.Errorf("a line of %d columns: %q", n, l)
 		}
 	}
-	if f := strings.Fields(lines[2]); f[2] != "RUNNING" || f[3] != "3" || f[len(f)-2] != "own" {
+	if f := strings.Fields(lines[2][7:]); f[2] != "RUNNING" || f[3] != "3" || f[len(f)-2] != "own" {
 		t.Errorf("first job's row: %q", lines[2])
 	}
-	if f := strings.Fields(lines[1]); f[2] != "RUNNABLE" || f[3] != "0" || f[len(f)-1] != "NO_FREE_CAPACITY" {
+	if f := strings.Fields(lines[1][7:]); f[2] != "RUNNABLE" || f[3] != "0" || f[len(f)-1] != "NO_FREE_CAPACITY" {
 		t.Errorf("second job's row: %q", lines[1])
 	}
 	var rows []jobRow

@@ -17,7 +17,7 @@ var (
 	uuidRE  = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	timeRE  = regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ`)
 	msRE    = regexp.MustCompile(`"createdAt": \d+`)
-	tableRE = regexp.MustCompile(`(?m)^(.{56}).{4}(.*)$`) // the jobs table's AGE column
+	tableRE = regexp.MustCompile(`(?m)^.{6}(.{52}).{4}(.*)$`) // the jobs table's ID and AGE columns
 )
 
 // normalize replaces what changes from run to run: ids, times, the jobs table's ages.
@@ -25,8 +25,8 @@ func normalize(out string, jobsTable bool) string {
 	if jobsTable {
 		lines := strings.Split(out, "\n")
 		for i := 1; i < len(lines); i++ {
-			if len([]rune(lines[i])) > 61 {
-				lines[i] = tableRE.ReplaceAllString(lines[i], "$1 <a>$2")
+			if len([]rune(lines[i])) > 62 {
+				lines[i] = tableRE.ReplaceAllString(lines[i], "<id>  $1 <a>$2")
 			}
 		}
 		out = strings.Join(lines, "\n")

@@ -56,11 +56,12 @@ func logs(args []string, stdout, stderr io.Writer) error {
 	if *attempt > 0 {
 		q.Set("attempt", strconv.Itoa(*attempt))
 	}
-	base := strings.TrimRight(*endpoint, "/") + "/logs/" + url.PathEscape(fs.Arg(0))
+	ref := fs.Arg(0)
+	base := strings.TrimRight(*endpoint, "/") + "/logs/"
 	var off int64
 	for {
 		q.Set("offset", strconv.FormatInt(off, 10))
-		req, err := signedRequest(http.MethodGet, base+"?"+q.Encode(), nil)
+		req, err := signedRequest(http.MethodGet, base+url.PathEscape(ref)+"?"+q.Encode(), nil)
 		if err != nil {
 			return err
 		}
@@ -71,7 +72,15 @@ func logs(args []string, stdout, stderr io.Writer) error {
 		if resp.StatusCode != http.StatusOK {
 			msg, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			return errors.New(strings.TrimSpace(string(msg)))
+			err := errors.New(strings.TrimSpace(string(msg)))
+			if off == 0 && ref == fs.Arg(0) && resp.StatusCode == http.StatusNotFound && strings.Contains(err.Error(), "does not exist") {
+				// Not an id: a job name, or the start of an id, as the other commands take.
+				if ref, err = findJob(&clientFlags{endpoint: *endpoint}, ref, err); err != nil {
+					return err
+				}
+				continue
+			}
+			return err
 		}
 		n, err := io.Copy(stdout, resp.Body)
 		resp.Body.Close()
@@ -80,7 +89,7 @@ func logs(args []string, stdout, stderr io.Writer) error {
 		}
 		off += n
 		// Pin the attempt, so that following does not jump to a later one.
-		q.Set("attempt", strings.TrimPrefix(resp.Header.Get("X-Quotashare-Attempt"), fs.Arg(0)+"-"))
+		q.Set("attempt", strings.TrimPrefix(resp.Header.Get("X-Quotashare-Attempt"), ref+"-"))
 		if !*follow || (n == 0 && resp.Header.Get("X-Quotashare-Attempt-Over") == "true") {
 			return nil
 		}

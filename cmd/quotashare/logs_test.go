@@ -58,8 +58,15 @@ func TestLogs(t *testing.T) {
 			t.Errorf("logs %v after a restart printed %q, want %q", tc.args, got, tc.want)
 		}
 	}
+	// By name, and by the start of the id, as the other commands take a job.
+	for _, ref := range []string{"talk", (*out.JobId)[:8]} {
+		got, err := exec.Command(bin, "logs", "--endpoint", s.url, ref).CombinedOutput()
+		if err != nil || string(got) != "line 1\nline 2\nline 3\n" {
+			t.Errorf("logs %s printed %q (%v)", ref, got, err)
+		}
+	}
 	got, _ = exec.Command(bin, "logs", "--endpoint", s.url, "nope").CombinedOutput()
-	if !strings.Contains(string(got), "job nope does not exist") {
+	if !strings.Contains(string(got), "nope does not exist") {
 		t.Errorf("logs of a missing job: %q", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/quotashare/quotashare"
 )
 
@@ -33,6 +34,16 @@ type shareSpec struct {
 	Strategy          string         `json:"strategy"`
 	BorrowLimit       *int           `json:"borrowLimit,omitempty"`
 	InSharePreemption bool           `json:"inSharePreemption"`
+	// Disabled is state: DISABLED (a share takes no new jobs); ENABLED when left out.
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// stateOf is a share's state on the wire.
+func (sh shareSpec) stateOf() types.QuotaShareState {
+	if sh.Disabled {
+		return types.QuotaShareStateDisabled
+	}
+	return types.QuotaShareStateEnabled
 }
 
 // setupError is a bad setup file: the line and the rule.
@@ -107,6 +118,16 @@ func parseSetup(file string, data []byte) (*setup, error) {
 							return bad(v, "%sinSharePreemption: %q must be true or false", p, v.Value)
 						}
 						sh.InSharePreemption = b
+						return nil
+					},
+					"state": func(v *yaml.Node) error {
+						switch {
+						case v.Kind == yaml.ScalarNode && v.Value == "ENABLED":
+						case v.Kind == yaml.ScalarNode && v.Value == "DISABLED":
+							sh.Disabled = true
+						default:
+							return bad(v, "%sstate: %q must be ENABLED or DISABLED", p, v.Value)
+						}
 						return nil
 					},
 				}, "name", "limits", "strategy")
@@ -229,6 +250,9 @@ func (s *setup) render() string {
 			fmt.Fprintf(&b, "    borrowLimit: %d\n", *sh.BorrowLimit)
 		}
 		fmt.Fprintf(&b, "    inSharePreemption: %t\n", sh.InSharePreemption)
+		if sh.Disabled {
+			b.WriteString("    state: DISABLED\n")
+		}
 	}
 	return b.String()
 }
