@@ -97,7 +97,7 @@ func TestClientCommands(t *testing.T) {
 		t.Errorf("second after the raise: %s, priority %d", v.Status, v.Priority)
 	}
 	out = flat(mustRun("explain", first))
-	if !strings.Contains(out, "It was preempted 1 time(s). The latest: In-share preemption triggered by higher-priority job "+second.JobId+" (priority 7 > 3) in share a") {
+	if !strings.Contains(out, "It was preempted 1 time(s). The latest: In-share preemption triggered by higher-priority job second ("+second.JobId+") (priority 7 > 3) in share a") {
 		t.Errorf("explain of the preempted job:\n%s", out)
 	}
 

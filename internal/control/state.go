@@ -125,6 +125,13 @@ func LoadDecoded(cfg Config, load func(fn func(Loaded) error) error) (*State, er
 	e := &State{cfg: cfg, policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
 		queues: map[string]*queueState{}, jobs: map[string]*quotashare.Job{}, tokens: map[string]string{}, dirty: map[recKey]bool{},
 		budget: -1, counters: newCounters(), strings: map[string]string{}, needs: map[quotashare.Demand][]quotashare.Demand{}}
+	// A preemption's reason names the job it makes room for by name, then id.
+	e.cfg.Sched.JobText = func(id string) string {
+		if j := e.jobs[id]; j != nil {
+			return j.Name + " (" + id + ")"
+		}
+		return id
+	}
 	if err := e.load(load); err != nil {
 		return nil, err
 	}

@@ -257,7 +257,7 @@ func (s *Scheduler) Reason(id string) (Reason, bool) {
 func (s *Scheduler) preemptionText(v, j *job, rule Rule) string {
 	if rule == RuleInShare {
 		return fmt.Sprintf("In-share preemption triggered by higher-priority job %s (priority %d > %d) in share %s",
-			j.id, j.prio, v.prio, j.sh.cfg.Name)
+			s.jobText(j.id), j.prio, v.prio, j.sh.cfg.Name)
 	}
 	var parts []string
 	for _, nd := range v.need {
@@ -266,7 +266,15 @@ func (s *Scheduler) preemptionText(v, j *job, rule Rule) string {
 		}
 	}
 	return fmt.Sprintf("Cross-share preemption triggered to reclaim borrowed capacity: share %s was %s; share %s reclaims it for job %s",
-		v.sh.cfg.Name, strings.Join(parts, ", "), j.sh.cfg.Name, j.id)
+		v.sh.cfg.Name, strings.Join(parts, ", "), j.sh.cfg.Name, s.jobText(j.id))
+}
+
+// jobText renders a job in a preemption's reason (Config.JobText).
+func (s *Scheduler) jobText(id string) string {
+	if s.cfg.JobText != nil {
+		return s.cfg.JobText(id)
+	}
+	return id
 }
 
 func (s *Scheduler) shrinkText(t, capT, usedT int) string {

@@ -41,6 +41,9 @@ type Config struct {
 	BackfillDepth int
 	// MaxShares is how many quota shares the queue may have. Zero means AWS's 20.
 	MaxShares int
+	// JobText, if set, renders a job for a preemption's reason, e.g. its name with its
+	// id; nil renders the id. It must be a pure function of the id.
+	JobText func(id string) string
 }
 
 // Share is the configuration of one quota share.

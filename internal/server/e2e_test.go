@@ -64,7 +64,7 @@ func TestThreeProjects(t *testing.T) {
 	}
 	waitStatus(t, c, low, types.ServiceJobStatusRunning)
 	d = waitStatus(t, c, high, types.ServiceJobStatusRunnable)
-	if got := aws.ToString(d.PreemptionSummary.RecentPreemptedAttempts[0].StatusReason); !strings.Contains(got, "In-share preemption triggered by higher-priority job "+low) {
+	if got := aws.ToString(d.PreemptionSummary.RecentPreemptedAttempts[0].StatusReason); !strings.Contains(got, "In-share preemption triggered by higher-priority job qs1_job_low ("+low+") (priority 4 > 3) in share qs1") {
 		t.Errorf("qs1_job_high's preemption reason = %q", got)
 	}
 

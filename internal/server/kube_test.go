@@ -217,7 +217,7 @@ func TestKubernetesThreeProjects(t *testing.T) {
 	// In-share preemption after a priority raise, then everyone finishes in turn.
 	must[*batch.UpdateServiceJobOutput](t)(cl.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: aws.String(low), SchedulingPriority: aws.Int32(4)}))
 	waitStatus(t, cl, low, types.ServiceJobStatusRunning)
-	if d := waitStatus(t, cl, high, types.ServiceJobStatusRunnable); !strings.Contains(aws.ToString(d.PreemptionSummary.RecentPreemptedAttempts[0].StatusReason), "In-share preemption triggered by higher-priority job "+low) {
+	if d := waitStatus(t, cl, high, types.ServiceJobStatusRunnable); !strings.Contains(aws.ToString(d.PreemptionSummary.RecentPreemptedAttempts[0].StatusReason), "In-share preemption triggered by higher-priority job qs1_job_low ("+low+")") {
 		t.Errorf("qs1_job_high's preemption: %+v", d.PreemptionSummary)
 	}
 	deadline := time.Now().Add(60 * time.Second)
