@@ -52,6 +52,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"serve", "--preemption-grace", "-1s"}, "--preemption-grace: -1s must not be negative"},
 		{[]string{"serve", "--retain-finished", "-1h"}, "--retain-finished: -1h0m0s must not be negative (0 keeps finished jobs for ever)"},
 		{[]string{"serve", "--gpu-table", "/nonexistent.json"}, "--gpu-table: open /nonexistent.json"},
+		{[]string{"serve", "--instance-types", "/nonexistent.txt"}, "--instance-types: open /nonexistent.txt"},
 		{[]string{"serve", "--executor", "k8s"}, `--executor: "k8s" must be local or kubernetes`},
 		{[]string{"serve", "--unstaged-channels", "maybe"}, `--unstaged-channels: "maybe" must be refuse or allow`},
 		{[]string{"serve", "--namespace", "x"}, "--kubeconfig, --namespace and --kube-options need --executor kubernetes"},
@@ -86,5 +87,22 @@ func TestHelpExitsZero(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), "usage") || strings.Contains(string(out), "help requested") {
 			t.Errorf("quotashare %s --help: %v\n%s", cmd, err, out)
 		}
+	}
+}
+
+// TestReadInstanceTypes: serve --instance-types takes one type per line, with comments
+// and blank lines, and refuses a line that is no name, with its number.
+func TestReadInstanceTypes(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "types.txt")
+	os.WriteFile(good, []byte("# private GPU nodes\nonprem.a100x8\n\n  onprem.h100x8  # the new ones\n"), 0o644)
+	types, err := readInstanceTypes(good)
+	if err != nil || strings.Join(types, ",") != "onprem.a100x8,onprem.h100x8" {
+		t.Errorf("read %v %v", types, err)
+	}
+	bad := filepath.Join(dir, "bad.txt")
+	os.WriteFile(bad, []byte("ok.type\nnot a name\n"), 0o644)
+	if _, err := readInstanceTypes(bad); err == nil || !strings.Contains(err.Error(), "bad.txt:2: \"not a name\" must be a name") {
+		t.Errorf("bad file: %v", err)
 	}
 }

@@ -43,6 +43,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	retain := fs.Duration("retain-finished", server.DefaultRetainFinished, "how long a SUCCEEDED or FAILED job and its logs are kept before they are removed (0: for ever)")
 	grace := fs.Duration("preemption-grace", 120*time.Second, "time between SIGTERM and SIGKILL when an attempt is stopped")
 	gpus := fs.String("gpus", "", "GPU ids of this host to hand out, e.g. 0,1,2,3 (default: detected with nvidia-smi; none: logical capacity)")
+	instanceTypes := fs.String("instance-types", "", "file of private instance types capacity limits may name besides SageMaker Training's, one per line ('#' starts a comment)")
 	gpuTable := fs.String("gpu-table", "", "JSON file of instance type -> GPUs per instance, extending the built-in table")
 	example := fs.Bool("example", false, "create AWS's three-project example (queue three-projects) and play it out")
 	quiet := fs.Bool("quiet", false, "do not log scheduling decisions")
@@ -89,6 +90,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--gpu-table %s: must be a JSON object of instance type to GPU count: %v", *gpuTable, err)
 		}
 	}
+	if *instanceTypes != "" {
+		types, err := readInstanceTypes(*instanceTypes)
+		if err != nil {
+			return err
+		}
+		cfg.InstanceTypes = types
+	}
 	kube := *executor == "kubernetes"
 	switch {
 	case *executor != "local" && !kube:
@@ -101,6 +109,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		kc, err := kubeConfig(*kubeconfig, *namespace, *kubeOptions, *grace, *data)
 		if err != nil {
 			return err
+		}
+		for t := range kc.Types { // the options file's types are known too
+			cfg.InstanceTypes = append(cfg.InstanceTypes, t)
 		}
 		cfg.NewExecutor = func(report func(quotashare.Report)) (quotashare.Executor, error) {
 			kc.Report = report
@@ -191,4 +202,27 @@ func detectGPUs() []string {
 		return nil
 	}
 	return splitList(strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", ","))
+}
+
+// readInstanceTypes reads serve --instance-types: one type per line, '#' comments.
+func readInstanceTypes(file string) ([]string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--instance-types: %w", err)
+	}
+	var types []string
+	for i, line := range strings.Split(string(b), "\n") {
+		if c := strings.IndexByte(line, '#'); c >= 0 {
+			line = line[:c]
+		}
+		t := strings.TrimSpace(line)
+		if t == "" {
+			continue
+		}
+		if len(t) > 64 || strings.ContainsFunc(t, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			return nil, fmt.Errorf("--instance-types %s:%d: %q must be a name of 1-64 printable characters without spaces", file, i+1, t)
+		}
+		types = append(types, t)
+	}
+	return types, nil
 }

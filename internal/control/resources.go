@@ -192,6 +192,43 @@ type EnvironmentInput struct {
 	Tags              map[string]string
 }
 
+// checkTypes refuses capacity limits of instance types the server does not know.
+func (e *State) checkTypes(limits []quotashare.Demand) error {
+	if e.cfg.InstanceType == nil {
+		return nil
+	}
+	for i, d := range limits {
+		if !e.cfg.InstanceType(d.InstanceType) {
+			name := d.InstanceType
+			if len(name) > 64 {
+				name = name[:64] + "..."
+			}
+			return invalid("capacityLimits[%d].capacityUnit: %q is not a SageMaker Training instance type (such as ml.g5.xlarge); serve --instance-types FILE adds private ones", i, name)
+		}
+	}
+	return nil
+}
+
+// checkShareTypes refuses a share limit on an instance type its queue's environment does
+// not have.
+func (e *State) checkShareTypes(qs *queueState, limits []quotashare.Demand) error {
+	env := e.envs[qs.q.EnvironmentARN]
+	if env == nil {
+		return nil
+	}
+	var has []string
+	for _, d := range env.Limits {
+		has = append(has, d.InstanceType)
+	}
+	for i, d := range limits {
+		if !slices.Contains(has, d.InstanceType) {
+			return invalid("capacityLimits[%d].capacityUnit: %s is not in service environment %s of job queue %s, which has %s",
+				i, d.InstanceType, env.Name, qs.q.Name, strings.Join(has, ", "))
+		}
+	}
+	return nil
+}
+
 func checkEnvLimits(limits []quotashare.Demand) error {
 	if len(limits) < 1 || len(limits) > sched.MaxShareLimits {
 		return invalid("capacityLimits: a quota-management service environment has 1 to %d limits, one per instance type; got %d", sched.MaxShareLimits, len(limits))
@@ -219,6 +256,9 @@ func (e *State) CreateEnvironment(in EnvironmentInput) (out quotashare.Environme
 		return out, invalid("serviceEnvironmentType: %q must be SAGEMAKER_TRAINING", in.Type)
 	}
 	if err := checkEnvLimits(in.Limits); err != nil {
+		return out, err
+	}
+	if err := e.checkTypes(in.Limits); err != nil {
 		return out, err
 	}
 	disabled, err := state("state", in.State, false)
@@ -260,6 +300,9 @@ func (e *State) UpdateEnvironment(ref, st string, limits []quotashare.Demand) (o
 	}
 	if limits != nil {
 		if err := checkEnvLimits(limits); err != nil {
+			return out, err
+		}
+		if err := e.checkTypes(limits); err != nil {
 			return out, err
 		}
 	}

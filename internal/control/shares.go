@@ -116,6 +116,9 @@ func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error
 	if err != nil {
 		return out, err
 	}
+	if err := e.checkTypes(in.Limits); err != nil {
+		return out, err
+	}
 	qarn, err := e.ref("jobQueue", "job-queue", in.Queue)
 	if err != nil {
 		return out, err
@@ -127,6 +130,9 @@ func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error
 		}
 		if qs.shares[in.Name] != nil {
 			return quotashare.Errorf(quotashare.Conflict, "Quota share %s already exists in job queue %s", in.Name, qs.q.Name)
+		}
+		if err := e.checkShareTypes(qs, cfg.Limits); err != nil {
+			return err
 		}
 		cfg.QueueARN = qarn
 		cfg.ARN = qarn + "/quota-share/" + in.Name
@@ -155,11 +161,19 @@ func (e *State) UpdateShare(arn string, in ShareInput) (out quotashare.QuotaShar
 		if s.Deleting {
 			return quotashare.Errorf(quotashare.Conflict, "quotaShareArn: quota share %s is being deleted", s.Name)
 		}
+		if err := e.checkTypes(in.Limits); err != nil {
+			return err
+		}
 		cfg, err := shareConfig(*s, in, false)
 		if err != nil {
 			return err
 		}
 		qs := e.queues[s.QueueARN]
+		if in.Limits != nil {
+			if err := e.checkShareTypes(qs, in.Limits); err != nil {
+				return err
+			}
+		}
 		if err := qs.sched.SetShare(schedShare(&cfg)); err != nil {
 			return invalid("%v", err)
 		}

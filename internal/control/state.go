@@ -46,6 +46,10 @@ type Config struct {
 	RetainFinished time.Duration
 	// SweepBatch is the most finished jobs a Step removes (default 1000).
 	SweepBatch int
+	// InstanceType says whether an instance type may be used in capacity limits: the
+	// SageMaker Training types, and the private ones the server was given. Nil accepts
+	// any name.
+	InstanceType func(name string) bool
 }
 
 // Action is an executor call a change asks for, to be made once the batch holding the

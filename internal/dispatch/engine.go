@@ -56,6 +56,8 @@ type Config struct {
 	// RetainFinished is how long a finished job is kept before it is removed, with its
 	// attempts' output (zero: for ever).
 	RetainFinished time.Duration
+	// InstanceType says whether capacity limits may name an instance type (nil: any).
+	InstanceType func(name string) bool
 	// LoadProgress, if set, hears how many records a load of the store (Open, or a reload
 	// after a failed commit) has read so far, every few hundred.
 	LoadProgress func(records int)
@@ -87,7 +89,8 @@ func (e *Engine) Metrics() Metrics {
 
 func (c Config) control() control.Config {
 	return control.Config{Region: c.Region, Account: c.Account, NewID: c.NewID, Sched: c.Sched, Tick: c.Tick, Logf: c.Logf,
-		CapacityBackoff: c.CapacityBackoff, CapacityBackoffMax: c.CapacityBackoffMax, RetainFinished: c.RetainFinished}
+		CapacityBackoff: c.CapacityBackoff, CapacityBackoffMax: c.CapacityBackoffMax, RetainFinished: c.RetainFinished,
+		InstanceType: c.InstanceType}
 }
 
 // Engine runs the server's state. Its methods are safe for concurrent use.

@@ -28,6 +28,7 @@ import (
 	"github.com/quotashare/quotashare/internal/procexec"
 	"github.com/quotashare/quotashare/internal/sched"
 	"github.com/quotashare/quotashare/internal/sqlite"
+	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
 // Config is what `quotashare serve` takes.
@@ -38,6 +39,9 @@ type Config struct {
 	// RetainFinished is how long a SUCCEEDED or FAILED job, and its logs, are kept
 	// (zero: DefaultRetainFinished; negative: for ever).
 	RetainFinished time.Duration
+	// InstanceTypes are private instance types capacity limits may name, besides the
+	// SageMaker Training types and those of GPUTable (serve --instance-types).
+	InstanceTypes []string
 	// GPUs are the host GPU ids to hand out (empty: logical capacity).
 	GPUs []string
 	// GPUTable extends the built-in instance type -> GPUs table.
@@ -185,7 +189,7 @@ func Start(cfg Config) (*Server, error) {
 	mets := newMetrics(func() *dispatch.Engine { return engine })
 	stopLog := logLoading(cfg.Logf, &loaded, began)
 	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf,
-		Observe: mets, RetainFinished: retention(cfg.RetainFinished), LoadProgress: func(n int) { loaded.Store(int64(n)) }})
+		Observe: mets, RetainFinished: retention(cfg.RetainFinished), InstanceType: knownTypes(cfg), LoadProgress: func(n int) { loaded.Store(int64(n)) }})
 	stopLog()
 	if err != nil {
 		store.Close()
@@ -445,4 +449,17 @@ func retention(d time.Duration) time.Duration {
 		return 0
 	}
 	return d
+}
+
+// knownTypes says which instance types capacity limits may name: SageMaker Training's,
+// and the private ones of Config.InstanceTypes and Config.GPUTable.
+func knownTypes(cfg Config) func(string) bool {
+	extra := map[string]bool{}
+	for _, t := range cfg.InstanceTypes {
+		extra[t] = true
+	}
+	for t := range cfg.GPUTable {
+		extra[t] = true
+	}
+	return func(name string) bool { return trainingjob.IsTrainingType(name) || extra[name] }
 }
