@@ -7,7 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -36,6 +39,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, demoUsage); fs.PrintDefaults() }
 	endpoint := fs.String("endpoint", "", "use this running server instead of starting one")
+	fast := fs.Bool("fast", false, "no pauses between the steps (for tests)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -58,7 +62,11 @@ func demoCmd(args []string, stdout, stderr io.Writer) error {
 		cf.endpoint = s.URL
 		say("started a server at %s with its data in %s", s.URL, dir)
 	}
-	if err := playExample(cf, say); err != nil {
+	pace := 3 * time.Second // time to read each step before the next
+	if *fast {
+		pace = 0
+	}
+	if err := playExample(cf, say, pace); err != nil {
 		return err
 	}
 	say("done: every job ran, the preempted ones after their requeue")
@@ -92,8 +100,8 @@ func applyExample(ctx context.Context, cf *clientFlags, say func(string, ...any)
 // examplePayload is a CreateTrainingJob request for one ml.g5.xlarge running a shell
 // script that works for the given time and writes a checkpoint on SIGTERM.
 func examplePayload(name string, seconds int) string {
-	script := fmt.Sprintf(`trap 'echo "$(date +%%T) checkpoint" > "$SM_MODEL_DIR/checkpoint"; echo preempted, checkpoint written; exit 143' TERM
-echo "training %s on $SM_CURRENT_HOST"; i=0; while [ $i -lt %d ]; do sleep 1; i=$((i+1)); done; echo done`, name, seconds)
+	script := fmt.Sprintf(`trap 'echo "step $i of %d" > "$SM_MODEL_DIR/checkpoint"; echo "preempted: wrote $SM_MODEL_DIR/checkpoint: $(cat "$SM_MODEL_DIR/checkpoint")"; exit 143' TERM
+echo "training %s on $SM_CURRENT_HOST"; i=0; while [ $i -lt %d ]; do sleep 1; i=$((i+1)); done; echo done`, seconds, name, seconds)
 	b, _ := json.Marshal(map[string]any{
 		"TrainingJobName":        name,
 		"AlgorithmSpecification": map[string]any{"TrainingInputMode": "File", "ContainerEntrypoint": []string{"sh", "-c", script}},
@@ -104,8 +112,8 @@ echo "training %s on $SM_CURRENT_HOST"; i=0; while [ $i -lt %d ]; do sleep 1; i=
 }
 
 // playExample runs AWS's three-project walkthrough through the API, each step waiting
-// for the previous one to take effect.
-func playExample(cf *clientFlags, say func(string, ...any)) error {
+// for the previous one to take effect, and pace more so that a person can read it.
+func playExample(cf *clientFlags, say func(string, ...any), pace time.Duration) error {
 	ctx := context.Background()
 	if err := applyExample(ctx, cf, say); err != nil {
 		return err
@@ -153,6 +161,15 @@ func playExample(cf *clientFlags, say func(string, ...any)) error {
 	}
 	say("   qs1_job_high runs on qs1's own instance; qs1_job_med borrows qs2's idle one")
 	say("   qs1_job_low waits: %s", aws.ToString(describe(low).StatusReason))
+	if shares, err := readShares(cf, queue); err == nil {
+		for _, s := range shares {
+			if s.QuotaShareName == "qs3" && len(s.Types) == 1 {
+				t := s.Types[0]
+				say("   qs3 (RESERVE) keeps its instance to itself: %d of %d in use, %d free and not lent, though qs1_job_low waits", t.InUse, t.Limit, t.Limit-t.InUse)
+			}
+		}
+	}
+	time.Sleep(pace)
 	say("2. qs2 submits a job: its lent instance comes back by preemption")
 	q2, err := submit("qs2_job_1", "qs2", 1, 4)
 	if err != nil {
@@ -163,6 +180,8 @@ func playExample(cf *clientFlags, say func(string, ...any)) error {
 	}
 	d := describe(med)
 	say("   qs1_job_med is %s: %s", d.Status, aws.ToString(d.StatusReason))
+	victimSaid(cf, med, say)
+	time.Sleep(pace)
 	say("3. qs1_job_low is raised to priority 4: in-share preemption")
 	if _, err := c.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: aws.String(low), SchedulingPriority: aws.Int32(4)}); err != nil {
 		return cf.apiError(err)
@@ -172,6 +191,8 @@ func playExample(cf *clientFlags, say func(string, ...any)) error {
 	}
 	d = describe(high)
 	say("   qs1_job_high is %s: %s", d.Status, aws.ToString(d.StatusReason))
+	victimSaid(cf, high, say)
+	time.Sleep(pace)
 	say("4. every job runs to the end in turn")
 	for _, id := range []string{q2, low, high, med} {
 		d, err := wait(id, types.ServiceJobStatusSucceeded, types.ServiceJobStatusFailed)
@@ -188,4 +209,24 @@ func playExample(cf *clientFlags, say func(string, ...any)) error {
 		}
 	}
 	return nil
+}
+
+// victimSaid prints what a preempted job's first attempt wrote on SIGTERM: the
+// checkpoint it saved before it stopped (GET /logs, the attempt's stdout).
+func victimSaid(cf *clientFlags, id string, say func(string, ...any)) {
+	req, err := signedRequest(http.MethodGet, strings.TrimRight(cf.endpoint, "/")+"/logs/"+url.PathEscape(id)+"?attempt=1", nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "preempted: ") {
+			say("   its first attempt, on SIGTERM: %s", line)
+		}
+	}
 }

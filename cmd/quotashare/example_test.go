@@ -20,14 +20,18 @@ var exampleSteps = []string{
 	`start    qs1_job_med .*priority 2\) \(borrowing 1 ml\.g5\.xlarge`,
 	// The environment has a free instance, qs3's: it is never lent.
 	`qs1_job_low waits: NO_IDLE_CAPACITY - share qs1 is at its limit of 1 ml\.g5\.xlarge \(2 in use, job needs 1\) and must borrow; other shares have 0 idle to lend`,
+	`qs3 \(RESERVE\) keeps its instance to itself: 0 of 1 in use, 1 free and not lent, though qs1_job_low waits`,
 	`2\. qs2 submits a job`,
 	`preempt  qs1_job_med .*rule reclaim\): Cross-share preemption triggered to reclaim borrowed capacity: share qs1 was 1 ml\.g5\.xlarge over its limit of 1; share qs2 reclaims it`,
 	`start    qs2_job_1 `,
 	`qs1_job_med is RUNNABLE`,
+	// The victim's SIGTERM trap wrote its checkpoint, and says so in its log.
+	`its first attempt, on SIGTERM: preempted: wrote .*/checkpoint: step \d+ of 8$`,
 	`3\. qs1_job_low is raised to priority 4`,
 	`preempt  qs1_job_high .*rule in-share\): In-share preemption triggered by higher-priority job .* \(priority 4 > 3\) in share qs1`,
 	`start    qs1_job_low .*priority 4\)`,
 	`qs1_job_high is RUNNABLE`,
+	`its first attempt, on SIGTERM: preempted: wrote .*/checkpoint: step \d+ of 12$`,
 	`qs2_job_1 SUCCEEDED after 0 preemption`,
 	`qs1_job_low SUCCEEDED after 0 preemption`,
 	`qs1_job_high SUCCEEDED after 1 preemption`,
@@ -105,7 +109,7 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "demo")
+	cmd := exec.Command(bin, "demo", "--fast")
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	follow(t, cmd, append([]string{`started a server at http://127\.0\.0\.1:\d+`}, append(exampleSteps, `done: every job ran`)...))
 	if err := cmd.Wait(); err != nil {

@@ -145,7 +145,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if *example {
 		go func() {
 			cf := &clientFlags{endpoint: s.URL, output: "table"}
-			if err := playExample(cf, func(f string, a ...any) { logf(f, a...) }); err != nil {
+			if err := playExample(cf, func(f string, a ...any) { logf(f, a...) }, 0); err != nil {
 				logf("example: %v", err)
 				return
 			}

@@ -654,14 +654,21 @@ func (x *Executor) finished(r *run) bool {
 }
 
 func (x *Executor) signal(r *run, sig syscall.Signal) {
+	groups := map[int]bool{}
 	for _, is := range r.state.Instances {
 		if is.PID > 0 {
 			syscall.Kill(-is.PID, sig)
+			groups[is.PID] = true
 		}
 	}
 	// And what left the process groups (setsid, a double fork), found by the mark in
-	// its environment: one walk of /proc for every instance of the attempt.
+	// its environment: one walk of /proc for every instance of the attempt. A process
+	// still in a group got the signal already: a second SIGTERM would run its handler
+	// again, in the middle of writing its checkpoint.
 	for _, pid := range find(instanceMark(r.spec.AttemptID, ""), true) {
+		if pg, err := syscall.Getpgid(pid); err == nil && groups[pg] {
+			continue
+		}
 		syscall.Kill(pid, sig)
 	}
 }

@@ -202,6 +202,34 @@ func TestStop(t *testing.T) {
 	}
 }
 
+// TestStopSignalsOnce: a job's SIGTERM handler runs once per Stop. Its shell is in the
+// instance's process group and carries the instance's mark; the signal to the group must
+// not be followed by a second one through the mark, which would run the handler again
+// while it writes its checkpoint.
+func TestStopSignalsOnce(t *testing.T) {
+	dir := t.TempDir()
+	x, ch := newExec(t, dir, 5*time.Second)
+	pl := payload(t, `trap 'echo saved > "$SM_MODEL_DIR/ckpt"; echo "term $(cat "$SM_MODEL_DIR/ckpt")" >> "$SM_MODEL_DIR/terms"; exit 143' TERM; echo ready > "$SM_MODEL_DIR/ready"; while :; do sleep 1; done`, nil)
+	if err := x.Start(spec("once", pl)); err != nil {
+		t.Fatal(err)
+	}
+	ch.next(t, quotashare.AttemptRunning)
+	ready := filepath.Join(dir, "once", "algo-1", "model", "ready")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) { // the trap is set
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job never set its trap")
+		}
+	}
+	x.Stop("once")
+	ch.next(t, quotashare.AttemptExited)
+	if got := readFile(t, filepath.Join(dir, "once", "algo-1", "model", "terms")); got != "term saved\n" {
+		t.Errorf("the SIGTERM handler ran %d time(s): %q", strings.Count(got, "term"), got)
+	}
+}
+
 // TestMultiInstanceFailure: an attempt succeeds only when every instance exits 0; the
 // reason names the failing instance, its exit code and its last output.
 func TestMultiInstanceFailure(t *testing.T) {
