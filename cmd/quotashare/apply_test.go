@@ -85,10 +85,10 @@ create quota share qs3: ml.g5.xlarge 1, RESERVE, in-share preemption off
 	}
 	// shares: qs3 holds both of its instances; nothing is borrowed.
 	out = mustRun("shares", "--queue", "three-projects")
-	wantShares := `SHARE      STRATEGY        TYPE           LIMIT IN USE BORROWED   UNUSED QUEUED
-qs1        LEND_AND_BORROW ml.g5.xlarge       1      0        0        1      0
-qs2        LEND            ml.g5.xlarge       1      0        0        1      0
-qs3        RESERVE         ml.g5.xlarge       2      2        0        0      0
+	wantShares := `SHARE      STRATEGY        TYPE         LIMIT IN USE BORROWED LENT UNUSED QUEUED
+qs1        LEND_AND_BORROW g5.xlarge        1      0        0    0      1      0
+qs2        LEND            g5.xlarge        1      0        0    0      1      0
+qs3        RESERVE         g5.xlarge        2      2        0    0      0      0
 `
 	if out != wantShares {
 		t.Errorf("shares printed:\n%s\nwant:\n%s", out, wantShares)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +24,9 @@ type shareView struct {
 	batchapi.ShareNumbers
 	Strategy string `json:"strategy"`
 	State    string `json:"state"`
+	// Lent is, by instance type, what borrowers hold of the share's unused capacity, as
+	// the table's LENT column attributes it.
+	Lent map[string]int `json:"lent,omitempty"`
 }
 
 // readShares reads a queue's shares (ListQuotaShares) and their numbers (the
@@ -67,31 +72,77 @@ func readShares(cf *clientFlags, queue string) ([]shareView, error) {
 	return out, nil
 }
 
+// lent attributes what is borrowed of each type to the lending shares' unused capacity,
+// for display: borrowing draws on that capacity as one pool, so the attribution is a
+// convention, not a record. Each type's borrowed total goes to the lenders with the most
+// unused first, then by name. The result is by share, then type.
+func lent(shares []shareView) map[string]map[string]int {
+	borrowed := map[string]int{}
+	type lender struct {
+		share  string
+		unused int
+	}
+	lenders := map[string][]lender{}
+	for _, s := range shares {
+		lends := s.Strategy == "LEND" || s.Strategy == "LEND_AND_BORROW"
+		for _, t := range s.Types {
+			if s.Strategy == "LEND_AND_BORROW" {
+				borrowed[t.CapacityUnit] += t.Borrowed
+			}
+			if lends && t.Limit > t.InUse {
+				lenders[t.CapacityUnit] = append(lenders[t.CapacityUnit], lender{s.QuotaShareName, t.Limit - t.InUse})
+			}
+		}
+	}
+	out := map[string]map[string]int{}
+	for typ, ls := range lenders {
+		slices.SortFunc(ls, func(a, b lender) int { return cmp.Or(b.unused-a.unused, strings.Compare(a.share, b.share)) })
+		left := borrowed[typ]
+		for _, l := range ls {
+			n := min(left, l.unused)
+			if n == 0 {
+				break
+			}
+			if out[l.share] == nil {
+				out[l.share] = map[string]int{}
+			}
+			out[l.share][typ] = n
+			left -= n
+		}
+	}
+	return out
+}
+
 // printShares renders the shares table in 80 columns: a line per share and instance type.
 func printShares(w io.Writer, shares []shareView) {
-	const format = "%-10s %-15s %-14s %5s %6s %8s %8s %6s\n"
-	fmt.Fprintf(w, format, "SHARE", "STRATEGY", "TYPE", "LIMIT", "IN USE", "BORROWED", "UNUSED", "QUEUED")
-	borrowed := map[string]int{}
+	const format = "%-10s %-15s %-12s %5s %6s %8s %4s %6s %6s\n"
+	fmt.Fprintf(w, format, "SHARE", "STRATEGY", "TYPE", "LIMIT", "IN USE", "BORROWED", "LENT", "UNUSED", "QUEUED")
+	lentOut := lent(shares)
+	var over []string
 	for _, s := range shares {
 		name, strategy, queued := cut(s.QuotaShareName, 10), s.Strategy, fmt.Sprint(s.Waiting)
 		if s.State == "DISABLED" {
 			strategy += "*"
 		}
 		for _, t := range s.Types {
-			unused := max(0, t.Limit-t.InUse)
-			fmt.Fprintf(w, format, name, strategy, cut(t.CapacityUnit, 14), fmt.Sprint(t.Limit), fmt.Sprint(t.InUse), fmt.Sprint(t.Borrowed), fmt.Sprint(unused), queued)
+			l := lentOut[s.QuotaShareName][t.CapacityUnit]
+			unused := max(0, t.Limit-t.InUse-l)
+			b := fmt.Sprint(t.Borrowed)
+			if t.Borrowed > 0 && s.Strategy != "LEND_AND_BORROW" {
+				// It does not borrow: its jobs hold more than a lowered limit.
+				b = "over " + fmt.Sprint(t.Borrowed)
+				over = append(over, fmt.Sprintf("%s holds %d %s above its lowered limit of %d", s.QuotaShareName, t.Borrowed, t.CapacityUnit, t.Limit))
+			}
+			fmt.Fprintf(w, format, name, strategy, cut(strings.TrimPrefix(t.CapacityUnit, "ml."), 12), fmt.Sprint(t.Limit), fmt.Sprint(t.InUse), b,
+				fmt.Sprint(l), fmt.Sprint(unused), queued)
 			name, strategy, queued = "", "", ""
-			borrowed[t.CapacityUnit] += t.Borrowed
 		}
 	}
-	var parts []string
-	for t, n := range borrowed {
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, t))
-		}
+	for _, o := range over {
+		fmt.Fprintf(w, "over limit: %s\n", o)
 	}
-	if len(parts) > 0 {
-		fmt.Fprintf(w, "borrowed in all, from the unused capacity of the lending shares: %s\n", strings.Join(parts, ", "))
+	if len(lentOut) > 0 {
+		fmt.Fprintln(w, "LENT: held by borrowers (lending is one pool, shown on the largest lenders)")
 	}
 	for _, s := range shares {
 		if s.State == "DISABLED" {
@@ -103,11 +154,13 @@ func printShares(w io.Writer, shares []shareView) {
 
 const sharesUsage = `usage: quotashare shares --queue QUEUE [flags]
 
-Shows each quota share of a queue, per instance type: its limit, what its jobs hold (IN
-USE, attempts still stopping included), how much of that is BORROWED, how much of its own
-allocation its jobs leave UNUSED (lent to borrowers by LEND and LEND_AND_BORROW shares, kept
-idle by RESERVE ones), and how many of its jobs wait (QUEUED). Borrowing draws on the
-lending shares' unused capacity as a pool, so what is lent is shown in all, not per lender.
+Shows each quota share of a queue, per instance type (without the "ml." prefix): its
+limit, what its jobs hold (IN USE, attempts still stopping included), how much of that is
+BORROWED ("over N" for a share that does not borrow and holds more than a lowered limit),
+how much of its own allocation borrowers hold (LENT), how much is left UNUSED (lendable by
+LEND and LEND_AND_BORROW shares, kept idle by RESERVE ones), and how many of its jobs wait
+(QUEUED). Borrowing draws on the lenders' unused capacity as one pool: LENT shows it
+against the lenders with the most unused first.
 
 Example:
   quotashare shares --queue three-projects
@@ -159,6 +212,10 @@ func sharesCmd(args []string, stdout, stderr io.Writer) error {
 	if cf.output == "json" {
 		if shares == nil {
 			shares = []shareView{}
+		}
+		l := lent(shares)
+		for i := range shares {
+			shares[i].Lent = l[shares[i].QuotaShareName]
 		}
 		return printJSON(stdout, shares)
 	}
