@@ -11,7 +11,7 @@ import (
 // it against every command's --help.
 var completionFlags = map[string][]string{
 	"serve":      {"--addr", "--data", "--region", "--account-id", "--preemption-grace", "--retain-finished", "--instance-types", "--gpus", "--gpu-table", "--example", "--quiet", "--credentials", "--insecure-no-auth", "--pass-env", "--init", "--unstaged-channels", "--executor", "--kubeconfig", "--namespace", "--kube-options"},
-	"demo":       {"--endpoint"},
+	"demo":       {"--endpoint", "--fast"},
 	"apply":      {"-f", "--dry-run", "--endpoint", "--output"},
 	"export":     {"--queue", "--endpoint", "--output"},
 	"shares":     {"--queue", "--endpoint", "--output"},

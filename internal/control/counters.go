@@ -16,7 +16,14 @@ type Counters struct {
 	Ended       map[EndKey]int64        // jobs ended, by status and reason code
 	Retries     map[ShareKey]int64      // failed attempts retried
 	Removed     int64                   // finished jobs removed at the end of their retention
+	// PreemptedRun is, per victim share, how long the preempted attempts had run, in
+	// instance-seconds and GPU-seconds: the work a preemption may throw away (all of it
+	// without a checkpoint).
+	PreemptedRun map[ShareKey]RunCost
 }
+
+// RunCost is an amount of run time: instance-seconds and GPU-seconds.
+type RunCost struct{ InstanceSeconds, GPUSeconds float64 }
 
 // ShareKey names a share of a queue.
 type ShareKey struct{ Queue, Share string }
@@ -36,13 +43,15 @@ type EndKey struct {
 }
 
 func newCounters() Counters {
-	return Counters{Starts: map[ShareKey]int64{}, Preemptions: map[PreemptionKey]int64{}, Ended: map[EndKey]int64{}, Retries: map[ShareKey]int64{}}
+	return Counters{Starts: map[ShareKey]int64{}, Preemptions: map[PreemptionKey]int64{}, Ended: map[EndKey]int64{}, Retries: map[ShareKey]int64{},
+		PreemptedRun: map[ShareKey]RunCost{}}
 }
 
 // Counters returns a copy of the counters.
 func (e *State) Counters() Counters {
 	return Counters{Starts: maps.Clone(e.counters.Starts), Preemptions: maps.Clone(e.counters.Preemptions),
-		Ended: maps.Clone(e.counters.Ended), Retries: maps.Clone(e.counters.Retries), Removed: e.counters.Removed}
+		Ended: maps.Clone(e.counters.Ended), Retries: maps.Clone(e.counters.Retries), Removed: e.counters.Removed,
+		PreemptedRun: maps.Clone(e.counters.PreemptedRun)}
 }
 
 // AllUsage returns every queue's share usage, by queue name.

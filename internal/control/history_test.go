@@ -551,3 +551,24 @@ func TestSweepBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestPreemptedRunCost: a preempted attempt's run time, from RUNNING to its exit, is
+// counted against its share in instance-seconds and GPU-seconds; an attempt that
+// finishes on its own before the preemption reaches it costs nothing.
+func TestPreemptedRunCost(t *testing.T) {
+	s, ids := world(t) // b1 runs alone in share b (1 instance), in-share preemption on
+	step(s, time.Second, quotashare.Report{JobID: ids["b1"], AttemptID: ids["b1"] + "-1", State: quotashare.AttemptRunning})
+	ok[quotashare.Job](t)(submitTo(s, "b2", "b", 1, 9)) // displaces b1
+	step(s, 10*time.Second)
+	if j, _ := s.Job(ids["b1"]); j.Current == nil || j.Current.Stop != quotashare.StopPreempted {
+		t.Fatalf("b1 was not preempted: %+v", j.Current)
+	}
+	step(s, 0, quotashare.Report{JobID: ids["b1"], AttemptID: ids["b1"] + "-1", State: quotashare.AttemptExited, Signalled: true, Reason: "stopped"})
+	got := s.Counters().PreemptedRun[ShareKey{"q", "b"}]
+	if got.InstanceSeconds < 10 || got.InstanceSeconds > 11 || got.GPUSeconds != got.InstanceSeconds {
+		t.Errorf("b's preempted run: %+v, want about 10 instance-seconds and as many GPU-seconds (ml.g5.xlarge has 1 GPU)", got)
+	}
+	if got := s.Counters().PreemptedRun[ShareKey{"q", "a"}]; got != (RunCost{}) {
+		t.Errorf("a lost nothing, and counts %+v", got)
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/sched"
+	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
 // Config configures a State.
@@ -46,6 +47,9 @@ type Config struct {
 	RetainFinished time.Duration
 	// SweepBatch is the most finished jobs a Step removes (default 1000).
 	SweepBatch int
+	// GPUsPerInstance gives the GPUs of one instance of a type, for the GPU-seconds that
+	// preemptions cost (default: the SageMaker table of internal/trainingjob).
+	GPUsPerInstance func(instanceType string) int
 	// InstanceType says whether an instance type may be used in capacity limits: the
 	// SageMaker Training types, and the private ones the server was given. Nil accepts
 	// any name.
@@ -119,6 +123,9 @@ func LoadDecoded(cfg Config, load func(fn func(Loaded) error) error) (*State, er
 	}
 	if cfg.CapacityBackoff <= 0 {
 		cfg.CapacityBackoff = time.Second
+	}
+	if cfg.GPUsPerInstance == nil {
+		cfg.GPUsPerInstance = func(t string) int { return trainingjob.InstanceTypes[t].GPUs }
 	}
 	if cfg.SweepBatch <= 0 {
 		cfg.SweepBatch = 1000
@@ -639,6 +646,16 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 		j.Attempts = append(j.Attempts, *a)
 		e.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason, now)
 	case a.Stop == quotashare.StopPreempted:
+		if !a.StartedAt.IsZero() && a.StoppedAt.After(a.StartedAt) {
+			secs := a.StoppedAt.Sub(a.StartedAt).Seconds()
+			k := ShareKey{qs.q.Name, j.Share}
+			c := e.counters.PreemptedRun[k]
+			for _, d := range j.Need {
+				c.InstanceSeconds += secs * float64(d.Count)
+				c.GPUSeconds += secs * float64(d.Count*e.cfg.GPUsPerInstance(d.InstanceType))
+			}
+			e.counters.PreemptedRun[k] = c
+		}
 		a.StatusReason = a.StopReason
 		j.Preempted = append([]quotashare.Attempt{*a}, j.Preempted[:min(len(j.Preempted), maxPreemptedShown-1)]...)
 		j.PreemptedCount++

@@ -58,6 +58,9 @@ type Config struct {
 	RetainFinished time.Duration
 	// InstanceType says whether capacity limits may name an instance type (nil: any).
 	InstanceType func(name string) bool
+	// GPUsPerInstance gives one instance's GPUs, for the GPU-seconds preemptions cost
+	// (nil: the built-in SageMaker table).
+	GPUsPerInstance func(instanceType string) int
 	// LoadProgress, if set, hears how many records a load of the store (Open, or a reload
 	// after a failed commit) has read so far, every few hundred.
 	LoadProgress func(records int)
@@ -90,7 +93,7 @@ func (e *Engine) Metrics() Metrics {
 func (c Config) control() control.Config {
 	return control.Config{Region: c.Region, Account: c.Account, NewID: c.NewID, Sched: c.Sched, Tick: c.Tick, Logf: c.Logf,
 		CapacityBackoff: c.CapacityBackoff, CapacityBackoffMax: c.CapacityBackoffMax, RetainFinished: c.RetainFinished,
-		InstanceType: c.InstanceType}
+		InstanceType: c.InstanceType, GPUsPerInstance: c.GPUsPerInstance}
 }
 
 // Engine runs the server's state. Its methods are safe for concurrent use.

@@ -117,11 +117,13 @@ var (
 	descPasses    = prometheus.NewDesc("quotashare_scheduling_passes_total", "Scheduling passes run, over all queues.", nil, nil)
 	descRemoved   = prometheus.NewDesc("quotashare_jobs_removed_total", "Finished jobs removed, with their logs, at the end of their retention (serve --retain-finished).", nil, nil)
 	descRetained  = prometheus.NewDesc("quotashare_jobs_retained", "Finished jobs kept until their retention ends.", nil, nil)
+	descLostInst  = prometheus.NewDesc("quotashare_preempted_instance_seconds_total", "How long preempted attempts had run, in instance-seconds, by victim share: work a preemption may throw away.", []string{"queue", "share"}, nil)
+	descLostGPU   = prometheus.NewDesc("quotashare_preempted_gpu_seconds_total", "How long preempted attempts had run, in GPU-seconds, by victim share.", []string{"queue", "share"}, nil)
 )
 
 func (stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLimit, descInUse, descBorrowed, descIdle, descStopping, descWaiting, descActive,
-		descStarts, descPreempted, descEnded, descRetries, descPasses, descRemoved, descRetained} {
+		descStarts, descPreempted, descEnded, descRetries, descPasses, descRemoved, descRetained, descLostInst, descLostGPU} {
 		ch <- d
 	}
 }
@@ -165,5 +167,9 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descPasses, m.Passes)
 	counter(descRemoved, m.Counters.Removed)
+	for k, v := range m.Counters.PreemptedRun {
+		ch <- prometheus.MustNewConstMetric(descLostInst, prometheus.CounterValue, v.InstanceSeconds, k.Queue, k.Share)
+		ch <- prometheus.MustNewConstMetric(descLostGPU, prometheus.CounterValue, v.GPUSeconds, k.Queue, k.Share)
+	}
 	gauge(descRetained, m.Retained)
 }

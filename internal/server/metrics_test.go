@@ -84,6 +84,13 @@ func TestMetrics(t *testing.T) {
 	if got, ok := m("quotashare_preemptions_total", "queue", "q", "rule", "reclaim", "share", "b"); !ok || got != 1 {
 		t.Errorf("reclaim preemptions of b: %v %v, want 1", got, ok)
 	}
+	// The reclaimed attempt had run: its time is counted against b, in GPU-seconds too
+	// (ml.g5.xlarge has one GPU).
+	inst, ok1 := m("quotashare_preempted_instance_seconds_total", "queue", "q", "share", "b")
+	gpu, ok2 := m("quotashare_preempted_gpu_seconds_total", "queue", "q", "share", "b")
+	if !ok1 || !ok2 || inst <= 0 || gpu != inst {
+		t.Errorf("b's preempted run: %v instance-seconds (%v), %v GPU-seconds (%v)", inst, ok1, gpu, ok2)
+	}
 	if got, ok := m("quotashare_jobs_ended_total", "queue", "q", "share", "a", "status", "SUCCEEDED", "reason", "COMPLETED"); !ok || got != 1 {
 		t.Errorf("a's succeeded jobs: %v %v, want 1", got, ok)
 	}

@@ -189,7 +189,13 @@ func Start(cfg Config) (*Server, error) {
 	mets := newMetrics(func() *dispatch.Engine { return engine })
 	stopLog := logLoading(cfg.Logf, &loaded, began)
 	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf,
-		Observe: mets, RetainFinished: retention(cfg.RetainFinished), InstanceType: knownTypes(cfg), LoadProgress: func(n int) { loaded.Store(int64(n)) }})
+		Observe: mets, RetainFinished: retention(cfg.RetainFinished), InstanceType: knownTypes(cfg),
+		GPUsPerInstance: func(t string) int {
+			if n, ok := cfg.GPUTable[t]; ok {
+				return n
+			}
+			return trainingjob.InstanceTypes[t].GPUs
+		}, LoadProgress: func(n int) { loaded.Store(int64(n)) }})
 	stopLog()
 	if err != nil {
 		store.Close()
