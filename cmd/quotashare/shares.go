@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -27,6 +28,8 @@ type shareView struct {
 	// Lent is, by instance type, what borrowers hold of the share's unused capacity, as
 	// the table's LENT column attributes it.
 	Lent map[string]int `json:"lent,omitempty"`
+	// LentTo says to whom, as the attribution gives it.
+	LentTo []loan `json:"lentTo,omitempty"`
 }
 
 // readShares reads a queue's shares (ListQuotaShares) and their numbers (the
@@ -72,52 +75,65 @@ func readShares(cf *clientFlags, queue string) ([]shareView, error) {
 	return out, nil
 }
 
+// loan is an attributed loan: borrower holds n of lender's unused capacity of a type.
+type loan struct {
+	Lender   string `json:"lender"`
+	Borrower string `json:"borrower"`
+	Type     string `json:"instanceType"`
+	N        int    `json:"count"`
+}
+
 // lent attributes what is borrowed of each type to the lending shares' unused capacity,
 // for display: borrowing draws on that capacity as one pool, so the attribution is a
-// convention, not a record. Each type's borrowed total goes to the lenders with the most
-// unused first, then by name. The result is by share, then type.
-func lent(shares []shareView) map[string]map[string]int {
-	borrowed := map[string]int{}
-	type lender struct {
-		share  string
-		unused int
+// convention, not a record. Borrowers, by name, take from the lenders with the most
+// unused first, then by name. It returns the loans, and what each share lent by type.
+func lent(shares []shareView) ([]loan, map[string]map[string]int) {
+	type party struct {
+		share string
+		n     int
 	}
-	lenders := map[string][]lender{}
+	lenders, borrowers := map[string][]*party{}, map[string][]*party{}
 	for _, s := range shares {
-		lends := s.Strategy == "LEND" || s.Strategy == "LEND_AND_BORROW"
 		for _, t := range s.Types {
-			if s.Strategy == "LEND_AND_BORROW" {
-				borrowed[t.CapacityUnit] += t.Borrowed
-			}
-			if lends && t.Limit > t.InUse {
-				lenders[t.CapacityUnit] = append(lenders[t.CapacityUnit], lender{s.QuotaShareName, t.Limit - t.InUse})
+			switch {
+			case s.Strategy == "LEND_AND_BORROW" && t.Borrowed > 0:
+				borrowers[t.CapacityUnit] = append(borrowers[t.CapacityUnit], &party{s.QuotaShareName, t.Borrowed})
+			case (s.Strategy == "LEND" || s.Strategy == "LEND_AND_BORROW") && t.Limit > t.InUse:
+				lenders[t.CapacityUnit] = append(lenders[t.CapacityUnit], &party{s.QuotaShareName, t.Limit - t.InUse})
 			}
 		}
 	}
-	out := map[string]map[string]int{}
-	for typ, ls := range lenders {
-		slices.SortFunc(ls, func(a, b lender) int { return cmp.Or(b.unused-a.unused, strings.Compare(a.share, b.share)) })
-		left := borrowed[typ]
-		for _, l := range ls {
-			n := min(left, l.unused)
-			if n == 0 {
-				break
+	var loans []loan
+	byShare := map[string]map[string]int{}
+	for _, typ := range slices.Sorted(maps.Keys(borrowers)) {
+		ls := lenders[typ]
+		slices.SortFunc(ls, func(a, b *party) int { return cmp.Or(b.n-a.n, strings.Compare(a.share, b.share)) })
+		bs := borrowers[typ]
+		slices.SortFunc(bs, func(a, b *party) int { return strings.Compare(a.share, b.share) })
+		for _, b := range bs {
+			for _, l := range ls {
+				n := min(b.n, l.n)
+				if n == 0 {
+					continue
+				}
+				loans = append(loans, loan{l.share, b.share, typ, n})
+				if byShare[l.share] == nil {
+					byShare[l.share] = map[string]int{}
+				}
+				byShare[l.share][typ] += n
+				b.n -= n
+				l.n -= n
 			}
-			if out[l.share] == nil {
-				out[l.share] = map[string]int{}
-			}
-			out[l.share][typ] = n
-			left -= n
 		}
 	}
-	return out
+	return loans, byShare
 }
 
 // printShares renders the shares table in 80 columns: a line per share and instance type.
 func printShares(w io.Writer, shares []shareView) {
 	const format = "%-10s %-15s %-12s %5s %6s %8s %4s %6s %6s\n"
 	fmt.Fprintf(w, format, "SHARE", "STRATEGY", "TYPE", "LIMIT", "IN USE", "BORROWED", "LENT", "UNUSED", "QUEUED")
-	lentOut := lent(shares)
+	loans, lentOut := lent(shares)
 	var over []string
 	for _, s := range shares {
 		name, strategy, queued := cut(s.QuotaShareName, 10), s.Strategy, fmt.Sprint(s.Waiting)
@@ -141,7 +157,10 @@ func printShares(w io.Writer, shares []shareView) {
 	for _, o := range over {
 		fmt.Fprintf(w, "over limit: %s\n", o)
 	}
-	if len(lentOut) > 0 {
+	for _, l := range loans {
+		fmt.Fprintf(w, "lent: %s's %d %s to %s\n", l.Lender, l.N, l.Type, l.Borrower)
+	}
+	if len(loans) > 0 {
 		fmt.Fprintln(w, "LENT: held by borrowers (lending is one pool, shown on the largest lenders)")
 	}
 	for _, s := range shares {
@@ -213,9 +232,14 @@ func sharesCmd(args []string, stdout, stderr io.Writer) error {
 		if shares == nil {
 			shares = []shareView{}
 		}
-		l := lent(shares)
+		loans, l := lent(shares)
 		for i := range shares {
 			shares[i].Lent = l[shares[i].QuotaShareName]
+			for _, ln := range loans {
+				if ln.Lender == shares[i].QuotaShareName {
+					shares[i].LentTo = append(shares[i].LentTo, ln)
+				}
+			}
 		}
 		return printJSON(stdout, shares)
 	}

@@ -32,6 +32,7 @@ l2         LEND            g5.xlarge        3      0        0    3      0      0
 res        RESERVE         g5.xlarge        2      0        0    0      2      0
 low        LEND            g5.xlarge        1      2   over 1    0      0      0
 over limit: low holds 1 ml.g5.xlarge above its lowered limit of 1
+lent: l2's 3 ml.g5.xlarge to big
 LENT: held by borrowers (lending is one pool, shown on the largest lenders)
 `
 	if b.String() != want {
