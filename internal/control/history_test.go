@@ -44,19 +44,25 @@ func (r records) load(fn func(quotashare.Record) error) error {
 }
 
 // pool makes queue q with share a of 100 ml.g5.xlarge on environment e.
-func pool(t fataler, s *State) {
+func pool(t fataler, s *State) { poolOf(t, s, 100, "a") }
+
+// poolOf makes queue q on environment e of capacity ml.g5.xlarge, with RESERVE shares
+// of the names given, each limited to an equal part of it.
+func poolOf(t fataler, s *State, capacity int, shares ...string) {
 	p, err := s.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"})
 	check(t, err)
 	_, err = s.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
-		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 100}}})
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: capacity}}})
 	check(t, err)
 	prio := 1
 	_, err = s.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
 		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}})
 	check(t, err)
-	_, err = s.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: "DISABLED",
-		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 100}}})
-	check(t, err)
+	for _, name := range shares {
+		_, err = s.CreateShare(ShareInput{Name: name, Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: "DISABLED",
+			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: capacity / len(shares)}}})
+		check(t, err)
+	}
 }
 
 // fataler is what check needs of a *testing.T or a *rapid.T.

@@ -20,20 +20,12 @@ func loadRecords(b *testing.B, n int) records {
 	store := records{}
 	store.commit(s.Upgrade())
 	s.Upgraded()
-	p, err := s.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"})
-	check(b, err)
-	_, err = s.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
-		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 10}}})
-	check(b, err)
-	prio := 1
-	_, err = s.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
-		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}})
-	check(b, err)
+	var names []string
 	for i := range 10 {
-		_, err = s.CreateShare(ShareInput{Name: fmt.Sprintf("share-%d", i), Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: "DISABLED",
-			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}})
-		check(b, err)
+		names = append(names, fmt.Sprintf("share-%d", i))
 	}
+	poolOf(b, s, 10, names...)
+	prio := 1
 	// One checked request serves every job: the payload is the same.
 	in := JobInput{Name: "train", Share: "share-0", Queue: "q", Type: "SAGEMAKER_TRAINING", Payload: payloadFor(1), Priority: &prio}
 	c, err := CheckJob(in)

@@ -128,7 +128,7 @@ func TestCapacityRefusalBacksOff(t *testing.T) {
 
 		// The CAPACITY time-limit action: still RUNNABLE just before 600 s after the
 		// submission (a refusal does not restart the RUNNABLE clock), FAILED after it.
-		time.Sleep(submitted.Add(595 * time.Second).Sub(time.Now()))
+		time.Sleep(time.Until(submitted.Add(595 * time.Second)))
 		synctest.Wait()
 		if j := mustOK[quotashare.Job](t)(e.Job(big.ID)); j.Status != quotashare.Runnable {
 			t.Fatalf("at 595 s: %s %q", j.Status, j.StatusReason)

@@ -2,11 +2,8 @@ package server
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,28 +103,10 @@ func BenchmarkDescribe(b *testing.B) {
 // costs little: on two cores the SDK's own work takes most of the CPU.
 func BenchmarkDescribeRaw(b *testing.B) {
 	s, _, ids := describeWorld(b)
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
-	var n atomic.Int64
-	b.SetParallelism(32)
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			body := `{"jobId":"` + ids[n.Add(7919)%int64(len(ids))] + `"}`
-			resp, err := hc.Post(s.URL+"/v1/describeservicejob", "application/json", strings.NewReader(body))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				b.Errorf("status %d", resp.StatusCode)
-				return
-			}
-		}
+	rate := rawPosts(b, s.URL+"/v1/describeservicejob", 32, func(i int64) string {
+		return `{"jobId":"` + ids[(i*7919)%int64(len(ids))] + `"}`
 	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "describes/s")
+	b.ReportMetric(rate, "describes/s")
 }
 
 // BenchmarkDescribeCanned: the SDK client of BenchmarkDescribe against a net/http server

@@ -329,16 +329,23 @@ func rawSubmits(b *testing.B, url, share string) float64 {
 
 // rawSubmitsWith is rawSubmits with parallelism clients per core.
 func rawSubmitsWith(b *testing.B, url, share string, parallelism int) float64 {
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	pl, _ := json.Marshal(payload("true", 1))
+	return rawPosts(b, url+"/v1/submitservicejob", parallelism, func(i int64) string {
+		return fmt.Sprintf(`{"jobName":"raw-%d","jobQueue":"q","serviceJobType":"SAGEMAKER_TRAINING","quotaShareName":%q,"serviceRequestPayload":%s}`, i, share, pl)
+	})
+}
+
+// rawPosts posts b.N bodies (body(i) for the i-th) to url from a plain net/http client,
+// parallelism clients per core, each answer checked for 200, and returns the rate.
+func rawPosts(b *testing.B, url string, parallelism int, body func(i int64) string) float64 {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	var n atomic.Int64
 	b.SetParallelism(parallelism)
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			body := fmt.Sprintf(`{"jobName":"raw-%d","jobQueue":"q","serviceJobType":"SAGEMAKER_TRAINING","quotaShareName":%q,"serviceRequestPayload":%s}`, n.Add(1), share, pl)
-			resp, err := hc.Post(url+"/v1/submitservicejob", "application/json", strings.NewReader(body))
+			resp, err := hc.Post(url, "application/json", strings.NewReader(body(n.Add(1))))
 			if err != nil {
 				b.Error(err)
 				return
