@@ -82,6 +82,9 @@ func logs(args []string, stdout, stderr io.Writer) error {
 			}
 			return err
 		}
+		if at, err := strconv.ParseInt(resp.Header.Get("X-Quotashare-Offset"), 10, 64); err == nil {
+			off = at // the server went on from elsewhere: the log was cut under --max-log-bytes
+		}
 		n, err := io.Copy(stdout, resp.Body)
 		resp.Body.Close()
 		if err != nil {

@@ -53,6 +53,8 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"serve", "--retain-finished", "-1h"}, "--retain-finished: -1h0m0s must not be negative (0 keeps finished jobs for ever)"},
 		{[]string{"serve", "--gpu-table", "/nonexistent.json"}, "--gpu-table: open /nonexistent.json"},
 		{[]string{"serve", "--instance-types", "/nonexistent.txt"}, "--instance-types: open /nonexistent.txt"},
+		{[]string{"serve", "--max-log-bytes", "100"}, "--max-log-bytes: 100 is too small"},
+		{[]string{"serve", "--max-log-bytes", "-1"}, "--max-log-bytes: -1 must not be negative"},
 		{[]string{"serve", "--executor", "k8s"}, `--executor: "k8s" must be local or kubernetes`},
 		{[]string{"serve", "--unstaged-channels", "maybe"}, `--unstaged-channels: "maybe" must be refuse or allow`},
 		{[]string{"serve", "--namespace", "x"}, "--kubeconfig, --namespace and --kube-options need --executor kubernetes"},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/kubeexec"
+	"github.com/quotashare/quotashare/internal/procexec"
 	"github.com/quotashare/quotashare/internal/server"
 )
 
@@ -43,6 +44,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	retain := fs.Duration("retain-finished", server.DefaultRetainFinished, "how long a SUCCEEDED or FAILED job and its logs are kept before they are removed (0: for ever)")
 	grace := fs.Duration("preemption-grace", 120*time.Second, "time between SIGTERM and SIGKILL when an attempt is stopped")
 	gpus := fs.String("gpus", "", "GPU ids of this host to hand out, e.g. 0,1,2,3 (default: detected with nvidia-smi; none: logical capacity)")
+	maxLog := fs.Int64("max-log-bytes", procexec.DefaultMaxLogBytes, "local executor: cap on each instance's stdout and stderr; past it the middle is cut, the first quarter and last half kept (0: no cap)")
 	instanceTypes := fs.String("instance-types", "", "file of private instance types capacity limits may name besides SageMaker Training's, one per line ('#' starts a comment)")
 	gpuTable := fs.String("gpu-table", "", "JSON file of instance type -> GPUs per instance, extending the built-in table")
 	example := fs.Bool("example", false, "create AWS's three-project example (queue three-projects) and play it out")
@@ -89,6 +91,16 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		if err := json.Unmarshal(b, &cfg.GPUTable); err != nil {
 			return fmt.Errorf("--gpu-table %s: must be a JSON object of instance type to GPU count: %v", *gpuTable, err)
 		}
+	}
+	switch {
+	case *maxLog < 0:
+		return fmt.Errorf("--max-log-bytes: %d must not be negative (0: no cap)", *maxLog)
+	case *maxLog == 0:
+		cfg.MaxLogBytes = -1 // no cap
+	case *maxLog < 4096:
+		return fmt.Errorf("--max-log-bytes: %d is too small to keep anything useful; give at least 4096 (0: no cap)", *maxLog)
+	default:
+		cfg.MaxLogBytes = *maxLog
 	}
 	if *instanceTypes != "" {
 		types, err := readInstanceTypes(*instanceTypes)

@@ -52,6 +52,12 @@ type Config struct {
 	// groups are checked (default 100ms).
 	Now  func() time.Time
 	Poll time.Duration
+	// MaxLogBytes caps each instance's stdout and stderr (default 64 MiB; negative: no
+	// cap). Past it, the middle of the file is cut: its first quarter and its last half
+	// stay, with a line that says so between them.
+	MaxLogBytes int64
+	// Logf, if set, logs what an operator should know (a log that could not be capped).
+	Logf func(format string, args ...any)
 	// UnstagedChannels accepts payloads whose InputDataConfig channels name data the
 	// executor does not stage (the job fetches its own); by default they are refused.
 	UnstagedChannels bool
@@ -115,6 +121,9 @@ func New(cfg Config) (*Executor, error) {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 100 * time.Millisecond
+	}
+	if cfg.MaxLogBytes == 0 {
+		cfg.MaxLogBytes = DefaultMaxLogBytes
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
@@ -311,11 +320,12 @@ func (x *Executor) command(r *run, req *trainingjob.Request, is *instanceState, 
 	}
 	// The files go to the process as they are; the parent's copies are closed by
 	// cmd.Wait or, for a process that failed to start, by the caller.
-	stdout, err := os.Create(filepath.Join(idir, "stdout.log"))
+	// Appending: when the log cap cuts a file, the job's next write lands at its new end.
+	stdout, err := createLog(filepath.Join(idir, "stdout.log"))
 	if err != nil {
 		return nil, err
 	}
-	stderr, err := os.Create(filepath.Join(idir, "stderr.log"))
+	stderr, err := createLog(filepath.Join(idir, "stderr.log"))
 	if err != nil {
 		stdout.Close()
 		return nil, err
@@ -444,8 +454,10 @@ func (x *Executor) arm(r *run) {
 // to be empty. cmd is nil for an adopted process.
 func (x *Executor) watch(r *run, is *instanceState, cmd *exec.Cmd) {
 	x.wg.Add(1)
+	stopGuard := x.guardLogs(r, is)
 	go func() {
 		defer x.wg.Done()
+		defer stopGuard()
 		if cmd != nil {
 			cmd.Wait()
 		} else {
@@ -474,6 +486,8 @@ func (x *Executor) watch(r *run, is *instanceState, cmd *exec.Cmd) {
 				return
 			}
 		}
+		stopGuard()
+		x.capLogs(r, is) // what came after the last check
 		x.exited(r)
 	}()
 }

@@ -47,6 +47,17 @@ func TestRetention(t *testing.T) {
 	if resp.StatusCode != 200 || string(body) != "finished\n" {
 		t.Fatalf("logs while retained: %d %q", resp.StatusCode, body)
 	}
+	// An offset past the end (a follower of a log cut under --max-log-bytes) goes on from
+	// the end, and the answer says where it started.
+	resp, err = http.Get(s.URL + "/logs/" + done + "?offset=999999")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(body) != 0 || resp.Header.Get("X-Quotashare-Offset") != "9" {
+		t.Errorf("logs past the end: %d %q, offset %q", resp.StatusCode, body, resp.Header.Get("X-Quotashare-Offset"))
+	}
 
 	// Its retention ends: the job, then its folder, go.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {

@@ -39,6 +39,9 @@ type Config struct {
 	// RetainFinished is how long a SUCCEEDED or FAILED job, and its logs, are kept
 	// (zero: DefaultRetainFinished; negative: for ever).
 	RetainFinished time.Duration
+	// MaxLogBytes caps each instance's stdout and stderr for the local executor (0: 64
+	// MiB; negative: no cap); see procexec.Config.
+	MaxLogBytes int64
 	// InstanceTypes are private instance types capacity limits may name, besides the
 	// SageMaker Training types and those of GPUTable (serve --instance-types).
 	InstanceTypes []string
@@ -210,7 +213,8 @@ func Start(cfg Config) (*Server, error) {
 		x, err = cfg.NewExecutor(engine.Report)
 	} else {
 		x, err = procexec.New(procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
-			GPUTable: cfg.GPUTable, PassEnv: cfg.PassEnv, UnstagedChannels: cfg.UnstagedChannels, Report: engine.Report})
+			GPUTable: cfg.GPUTable, PassEnv: cfg.PassEnv, UnstagedChannels: cfg.UnstagedChannels, Report: engine.Report,
+			MaxLogBytes: cfg.MaxLogBytes, Logf: cfg.Logf})
 	}
 	if err != nil {
 		engine.Close()
@@ -414,6 +418,11 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	if sk, ok := f.(io.Seeker); ok {
+		// A log cut under --max-log-bytes is shorter than what a follower has read: it
+		// goes on from the new end. X-Quotashare-Offset says where the answer starts.
+		if size, serr := sk.Seek(0, io.SeekEnd); serr == nil && off > size {
+			off = size
+		}
 		_, err = sk.Seek(off, io.SeekStart)
 	} else if off > 0 {
 		_, err = io.CopyN(io.Discard, f, off)
@@ -428,6 +437,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	// Whether more may come: the attempt still holds capacity.
 	over := j.Current == nil || j.Current.ID != id
 	w.Header().Set("X-Quotashare-Attempt", id)
+	w.Header().Set("X-Quotashare-Offset", strconv.FormatInt(off, 10))
 	w.Header().Set("X-Quotashare-Attempt-Over", strconv.FormatBool(over))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.Copy(w, f)

@@ -1,0 +1,91 @@
+package procexec
+
+// The cap on an instance's output: a job that prints gigabytes must not fill the disk.
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// DefaultMaxLogBytes caps each stream of each instance when Config says nothing.
+const DefaultMaxLogBytes = 64 << 20
+
+// createLog creates an instance's log for appending: after a cut, the job's next write
+// goes to the new end, not to its old offset past it.
+func createLog(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+}
+
+// guardLogs checks the instance's logs against the cap every Poll while it runs, until
+// the returned stop is called (more than once is fine).
+func (x *Executor) guardLogs(r *run, is *instanceState) (stop func()) {
+	if x.cfg.MaxLogBytes < 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var once sync.Once
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		t := time.NewTicker(x.cfg.Poll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-x.done:
+				return
+			case <-t.C:
+				x.capLogs(r, is)
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(done) }) }
+}
+
+// capLogs cuts the middle out of the instance's logs that are over the cap.
+func (x *Executor) capLogs(r *run, is *instanceState) {
+	if x.cfg.MaxLogBytes < 0 {
+		return
+	}
+	for _, name := range []string{"stdout.log", "stderr.log"} {
+		path := filepath.Join(r.dir, is.Host, name)
+		if fi, err := os.Stat(path); err == nil && fi.Size() > x.cfg.MaxLogBytes {
+			if err := cutMiddle(path, x.cfg.MaxLogBytes); err != nil && x.cfg.Logf != nil {
+				x.cfg.Logf("quotashare: capping %s: %v", path, err)
+			}
+		}
+	}
+}
+
+// cutMiddle shrinks the file to about max bytes: its first quarter stays, then a line
+// saying that output was cut, then its last half. Bytes the job appends while the cut
+// is made may be lost.
+func cutMiddle(path string, max int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size, head, keep := fi.Size(), max/4, max/2
+	if size <= max {
+		return nil
+	}
+	tail := make([]byte, keep)
+	if _, err := f.ReadAt(tail, size-keep); err != nil && err != io.EOF {
+		return err
+	}
+	mark := fmt.Sprintf("\n[quotashare: output cut here, %d bytes, to keep this log under --max-log-bytes %d]\n", size-head-keep, max)
+	if _, err := f.WriteAt(append([]byte(mark), tail...), head); err != nil {
+		return err
+	}
+	return f.Truncate(head + int64(len(mark)) + keep)
+}
