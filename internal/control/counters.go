@@ -2,6 +2,7 @@ package control
 
 import (
 	"maps"
+	"time"
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/sched"
@@ -61,4 +62,50 @@ func (e *State) AllUsage() map[string][]sched.ShareUsage {
 		out[qs.q.Name] = qs.sched.Usage()
 	}
 	return out
+}
+
+// ShareStatusKey is a queue's share and a job status.
+type ShareStatusKey struct {
+	Queue, Share string
+	Status       quotashare.JobStatus
+}
+
+// JobCounts counts each queue's jobs by share and status (the finished ones retained),
+// from the indexes: no job is visited.
+func (e *State) JobCounts() map[ShareStatusKey]int {
+	out := map[ShareStatusKey]int{}
+	for _, qs := range e.queues {
+		for k, t := range qs.index.byShareStatus {
+			out[ShareStatusKey{qs.q.Name, k.share, k.status}] = t.Len()
+		}
+	}
+	return out
+}
+
+// StartWait is how long a job waited from its submission to its first start.
+type StartWait struct {
+	Queue, Share string
+	// Band is the job's schedulingPriority band: "0-9", "10-99", "100-999" or "1000+".
+	Band string
+	Wait time.Duration
+}
+
+// priorityBand names a schedulingPriority's band, for a bounded metric label.
+func priorityBand(p int) string {
+	switch {
+	case p < 10:
+		return "0-9"
+	case p < 100:
+		return "10-99"
+	case p < 1000:
+		return "100-999"
+	}
+	return "1000+"
+}
+
+// TakeStartWaits returns the first starts' waits since the last call.
+func (e *State) TakeStartWaits() []StartWait {
+	w := e.waits
+	e.waits = nil
+	return w
 }

@@ -578,3 +578,28 @@ func TestPreemptedRunCost(t *testing.T) {
 		t.Errorf("a lost nothing, and counts %+v", got)
 	}
 }
+
+// TestJobCountsAndStartWaits: the counts by share and status come from the indexes and
+// follow the jobs; each job's first start, and only its first, is timed from submission
+// with its priority band.
+func TestJobCountsAndStartWaits(t *testing.T) {
+	s := fresh(t)
+	pool(t, s)
+	a := ok[quotashare.Job](t)(submitTo(s, "a", "a", 1, 5))
+	ok[quotashare.Job](t)(submitTo(s, "b", "a", 200, 150)) // never fits
+	step(s, 3*time.Second)
+	waits := s.TakeStartWaits()
+	if len(waits) != 1 || waits[0].Share != "a" || waits[0].Band != "0-9" || waits[0].Wait < 3*time.Second-time.Millisecond {
+		t.Fatalf("waits %+v, want a's 3 s in band 0-9", waits)
+	}
+	if got := s.JobCounts(); got[ShareStatusKey{"q", "a", quotashare.Scheduled}] != 1 || got[ShareStatusKey{"q", "a", quotashare.Runnable}] != 1 {
+		t.Fatalf("counts %+v", got)
+	}
+	step(s, time.Second, exited(a.ID, false))
+	if got := s.JobCounts(); got[ShareStatusKey{"q", "a", quotashare.Failed}] != 1 || got[ShareStatusKey{"q", "a", quotashare.Scheduled}] != 0 {
+		t.Fatalf("counts after a failed: %+v", got)
+	}
+	if w := s.TakeStartWaits(); len(w) != 0 {
+		t.Fatalf("waits again: %+v", w)
+	}
+}

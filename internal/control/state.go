@@ -81,6 +81,7 @@ type State struct {
 	// most the next may remove, negative for SweepBatch (SetSweepBudget).
 	moreToSweep bool
 	budget      int
+	waits       []StartWait // first starts since TakeStartWaits
 
 	dirty    map[recKey]bool
 	actions  []Action
@@ -542,6 +543,9 @@ func (e *State) sayHolding(j *quotashare.Job, state, detail string) {
 func (e *State) start(j *quotashare.Job, st sched.Start, now time.Time) {
 	e.counters.Starts[ShareKey{nameOf(j.QueueARN), j.Share}]++
 	j.Seq++
+	if j.Seq == 1 {
+		e.waits = append(e.waits, StartWait{nameOf(j.QueueARN), j.Share, priorityBand(j.Priority), now.Sub(j.CreatedAt)})
+	}
 	a := &quotashare.Attempt{ID: quotashare.AttemptID(j.ID, j.Seq), ScheduledAt: now, Borrowed: st.Borrowed}
 	j.Current = a
 	qs := e.queues[j.QueueARN]

@@ -73,6 +73,9 @@ type Config struct {
 type Observer interface {
 	Step(d time.Duration)
 	Commit(d time.Duration, records int, err error)
+	// Started hears, once their decisions are committed, how long jobs waited from
+	// submission to their first start.
+	Started(waits []control.StartWait)
 }
 
 // Metrics is what the engine's state shows for metrics at one moment.
@@ -81,13 +84,15 @@ type Metrics struct {
 	Usage    map[string][]sched.ShareUsage // by queue name
 	Passes   int64
 	Retained int // finished jobs kept until their retention ends
+	// Jobs counts each queue's jobs by share and status.
+	Jobs map[control.ShareStatusKey]int
 }
 
 // Metrics returns the counters and every queue's share usage.
 func (e *Engine) Metrics() Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return Metrics{Counters: e.st.Counters(), Usage: e.st.AllUsage(), Passes: e.st.Passes(), Retained: e.st.Retained()}
+	return Metrics{Counters: e.st.Counters(), Usage: e.st.AllUsage(), Passes: e.st.Passes(), Retained: e.st.Retained(), Jobs: e.st.JobCounts()}
 }
 
 func (c Config) control() control.Config {
@@ -468,7 +473,7 @@ func (e *Engine) cycle(tick bool) bool {
 		e.cfg.Observe.Step(time.Since(began))
 	}
 	batch := e.st.Flush()
-	waiters, acts, extra := e.waiters, e.st.TakeActions(), e.extra
+	waiters, acts, extra, waits := e.waiters, e.st.TakeActions(), e.extra, e.st.TakeStartWaits()
 	if e.st.MoreToSweep() && quiet {
 		// Quiet: the next batch of expired jobs in the next cycle, not a tick later.
 		// Under requests, each of their cycles removes a few, and none runs for the
@@ -494,6 +499,9 @@ func (e *Engine) cycle(tick bool) bool {
 	}
 	for _, w := range waiters {
 		w <- nil
+	}
+	if e.cfg.Observe != nil && len(waits) > 0 {
+		e.cfg.Observe.Started(waits)
 	}
 	calls := make([]func(quotashare.Executor), 0, len(acts)+len(extra))
 	for _, a := range acts {

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/dispatch"
 )
 
@@ -23,6 +24,7 @@ type metrics struct {
 	commit  *prometheus.HistogramVec
 	records prometheus.Histogram
 	api     *prometheus.HistogramVec
+	wait    *prometheus.HistogramVec
 }
 
 func newMetrics(engine func() *dispatch.Engine) *metrics {
@@ -36,8 +38,11 @@ func newMetrics(engine func() *dispatch.Engine) *metrics {
 		api: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "quotashare_api_request_seconds",
 			Help: "Time to answer an API request, by operation and outcome (ok, client_error, server_error).", Buckets: prometheus.ExponentialBuckets(1e-4, 3, 10)},
 			[]string{"operation", "outcome"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "quotashare_job_start_wait_seconds",
+			Help: "Time from a job's submission to its first start, by queue, share and schedulingPriority band.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 12)},
+			[]string{"queue", "share", "priority_band"}),
 	}
-	m.reg.MustRegister(m.step, m.commit, m.records, m.api, stateCollector{engine},
+	m.reg.MustRegister(m.step, m.commit, m.records, m.api, m.wait, stateCollector{engine},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -51,6 +56,12 @@ func (m *metrics) Commit(d time.Duration, records int, err error) {
 	}
 	m.commit.WithLabelValues(outcome).Observe(d.Seconds())
 	m.records.Observe(float64(records))
+}
+
+func (m *metrics) Started(waits []control.StartWait) {
+	for _, w := range waits {
+		m.wait.WithLabelValues(w.Queue, w.Share, w.Band).Observe(w.Wait.Seconds())
+	}
 }
 
 func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
@@ -118,12 +129,13 @@ var (
 	descRemoved   = prometheus.NewDesc("quotashare_jobs_removed_total", "Finished jobs removed, with their logs, at the end of their retention (serve --retain-finished).", nil, nil)
 	descRetained  = prometheus.NewDesc("quotashare_jobs_retained", "Finished jobs kept until their retention ends.", nil, nil)
 	descLostInst  = prometheus.NewDesc("quotashare_preempted_instance_seconds_total", "How long preempted attempts had run, in instance-seconds, by victim share: work a preemption may throw away.", []string{"queue", "share"}, nil)
+	descJobs      = prometheus.NewDesc("quotashare_share_jobs", "A share's jobs by status (the finished ones still retained).", []string{"queue", "share", "status"}, nil)
 	descLostGPU   = prometheus.NewDesc("quotashare_preempted_gpu_seconds_total", "How long preempted attempts had run, in GPU-seconds, by victim share.", []string{"queue", "share"}, nil)
 )
 
 func (stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLimit, descInUse, descBorrowed, descIdle, descStopping, descWaiting, descActive,
-		descStarts, descPreempted, descEnded, descRetries, descPasses, descRemoved, descRetained, descLostInst, descLostGPU} {
+		descStarts, descPreempted, descEnded, descRetries, descPasses, descRemoved, descRetained, descLostInst, descLostGPU, descJobs} {
 		ch <- d
 	}
 }
@@ -167,6 +179,9 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descPasses, m.Passes)
 	counter(descRemoved, m.Counters.Removed)
+	for k, n := range m.Jobs {
+		gauge(descJobs, n, k.Queue, k.Share, string(k.Status))
+	}
 	for k, v := range m.Counters.PreemptedRun {
 		ch <- prometheus.MustNewConstMetric(descLostInst, prometheus.CounterValue, v.InstanceSeconds, k.Queue, k.Share)
 		ch <- prometheus.MustNewConstMetric(descLostGPU, prometheus.CounterValue, v.GPUSeconds, k.Queue, k.Share)

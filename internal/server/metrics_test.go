@@ -97,6 +97,12 @@ func TestMetrics(t *testing.T) {
 	if got, ok := m("quotashare_jobs_retained"); !ok || got != 1 {
 		t.Errorf("finished jobs retained: %v %v, want 1", got, ok)
 	}
+	if got, ok := m("quotashare_share_jobs", "queue", "q", "share", "a", "status", "SUCCEEDED"); !ok || got != 1 {
+		t.Errorf("a's SUCCEEDED jobs: %v %v, want 1", got, ok)
+	}
+	if got, ok := m("quotashare_job_start_wait_seconds_count", "queue", "q", "share", "a", "priority_band", "0-9"); !ok || got != 1 {
+		t.Errorf("a's first starts timed: %v %v, want 1", got, ok)
+	}
 	for _, h := range []struct {
 		name   string
 		labels []string
