@@ -1,23 +1,22 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 
+	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/batchapi"
+	"github.com/quotashare/quotashare/internal/sched"
 )
 
 // shareView is one share with its numbers, for shares and watch.
@@ -83,48 +82,26 @@ type loan struct {
 	N        int    `json:"count"`
 }
 
-// lent attributes what is borrowed of each type to the lending shares' unused capacity,
-// for display: borrowing draws on that capacity as one pool, so the attribution is a
-// convention, not a record. Borrowers, by name, take from the lenders with the most
-// unused first, then by name. It returns the loans, and what each share lent by type.
+// lent attributes what is borrowed to the lenders' unused capacity, as the server's
+// metrics do (sched.Loans: a convention for display, since borrowing draws on one pool).
+// It returns the loans, and what each share lent by type.
 func lent(shares []shareView) ([]loan, map[string]map[string]int) {
-	type party struct {
-		share string
-		n     int
-	}
-	lenders, borrowers := map[string][]*party{}, map[string][]*party{}
+	var usage []sched.ShareUsage
 	for _, s := range shares {
+		u := sched.ShareUsage{Name: s.QuotaShareName, Strategy: quotashare.Strategy(s.Strategy)}
 		for _, t := range s.Types {
-			switch {
-			case s.Strategy == "LEND_AND_BORROW" && t.Borrowed > 0:
-				borrowers[t.CapacityUnit] = append(borrowers[t.CapacityUnit], &party{s.QuotaShareName, t.Borrowed})
-			case (s.Strategy == "LEND" || s.Strategy == "LEND_AND_BORROW") && t.Limit > t.InUse:
-				lenders[t.CapacityUnit] = append(lenders[t.CapacityUnit], &party{s.QuotaShareName, t.Limit - t.InUse})
-			}
+			u.Types = append(u.Types, sched.TypeUsage{InstanceType: t.CapacityUnit, Limit: t.Limit, InUse: t.InUse, Borrowed: t.Borrowed})
 		}
+		usage = append(usage, u)
 	}
 	var loans []loan
 	byShare := map[string]map[string]int{}
-	for _, typ := range slices.Sorted(maps.Keys(borrowers)) {
-		ls := lenders[typ]
-		slices.SortFunc(ls, func(a, b *party) int { return cmp.Or(b.n-a.n, strings.Compare(a.share, b.share)) })
-		bs := borrowers[typ]
-		slices.SortFunc(bs, func(a, b *party) int { return strings.Compare(a.share, b.share) })
-		for _, b := range bs {
-			for _, l := range ls {
-				n := min(b.n, l.n)
-				if n == 0 {
-					continue
-				}
-				loans = append(loans, loan{l.share, b.share, typ, n})
-				if byShare[l.share] == nil {
-					byShare[l.share] = map[string]int{}
-				}
-				byShare[l.share][typ] += n
-				b.n -= n
-				l.n -= n
-			}
+	for _, l := range sched.Loans(usage) {
+		loans = append(loans, loan{l.Lender, l.Borrower, l.InstanceType, l.Count})
+		if byShare[l.Lender] == nil {
+			byShare[l.Lender] = map[string]int{}
 		}
+		byShare[l.Lender][l.InstanceType] += l.Count
 	}
 	return loans, byShare
 }

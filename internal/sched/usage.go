@@ -2,7 +2,11 @@ package sched
 
 import (
 	"cmp"
+	"maps"
 	"slices"
+	"strings"
+
+	"github.com/quotashare/quotashare"
 )
 
 // TypeUsage is one share's numbers for one instance type.
@@ -21,10 +25,11 @@ type TypeUsage struct {
 
 // ShareUsage is a share's usage snapshot.
 type ShareUsage struct {
-	Name    string
-	Waiting int // RUNNABLE jobs
-	Active  int // attempts holding capacity, stopping ones included
-	Types   []TypeUsage
+	Name     string
+	Strategy quotashare.Strategy
+	Waiting  int // RUNNABLE jobs
+	Active   int // attempts holding capacity, stopping ones included
+	Types    []TypeUsage
 }
 
 // CapacityUsage is the environment's numbers for one instance type.
@@ -40,7 +45,7 @@ func (s *Scheduler) Usage() []ShareUsage {
 	out := make([]ShareUsage, 0, len(s.order))
 	byName := s.typesByName()
 	for _, sh := range s.order {
-		u := ShareUsage{Name: sh.cfg.Name, Waiting: sh.queue.Len(), Active: sh.holding}
+		u := ShareUsage{Name: sh.cfg.Name, Strategy: sh.cfg.Strategy, Waiting: sh.queue.Len(), Active: sh.holding}
 		for _, t := range byName {
 			name := s.typeNames[t]
 			if sh.limit[t] == 0 && sh.used[t] == 0 {
@@ -94,4 +99,50 @@ func (s *Scheduler) Front(share string, n int) []string {
 		return len(out) < n
 	})
 	return out
+}
+
+// Loan is what a borrowing share holds of a lending share's idle capacity of one type,
+// as Loans attributes it.
+type Loan struct {
+	Lender, Borrower, InstanceType string
+	Count                          int
+}
+
+// Loans attributes what LEND_AND_BORROW shares borrow to the lending shares' idle
+// capacity, for display: borrowing draws on that capacity as one pool, so this is a
+// convention, not a record the scheduler keeps. Borrowers, by name, take from the lenders
+// with the most idle first, then by name. A share over a lowered limit that does not
+// borrow is no borrower here.
+func Loans(shares []ShareUsage) []Loan {
+	type party struct {
+		share string
+		n     int
+	}
+	lenders, borrowers := map[string][]*party{}, map[string][]*party{}
+	for _, s := range shares {
+		for _, t := range s.Types {
+			switch {
+			case s.Strategy.Borrows() && t.Borrowed > 0:
+				borrowers[t.InstanceType] = append(borrowers[t.InstanceType], &party{s.Name, t.Borrowed})
+			case s.Strategy.Lends() && t.Limit > t.InUse:
+				lenders[t.InstanceType] = append(lenders[t.InstanceType], &party{s.Name, t.Limit - t.InUse})
+			}
+		}
+	}
+	var loans []Loan
+	for _, typ := range slices.Sorted(maps.Keys(borrowers)) {
+		ls, bs := lenders[typ], borrowers[typ]
+		slices.SortFunc(ls, func(a, b *party) int { return cmp.Or(b.n-a.n, strings.Compare(a.share, b.share)) })
+		slices.SortFunc(bs, func(a, b *party) int { return strings.Compare(a.share, b.share) })
+		for _, b := range bs {
+			for _, l := range ls {
+				if n := min(b.n, l.n); n > 0 {
+					loans = append(loans, Loan{l.share, b.share, typ, n})
+					b.n -= n
+					l.n -= n
+				}
+			}
+		}
+	}
+	return loans
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/sched"
 )
 
 // metrics are the server's Prometheus metrics (GET /metrics). The state's numbers (share
@@ -129,13 +130,14 @@ var (
 	descRemoved   = prometheus.NewDesc("quotashare_jobs_removed_total", "Finished jobs removed, with their logs, at the end of their retention (serve --retain-finished).", nil, nil)
 	descRetained  = prometheus.NewDesc("quotashare_jobs_retained", "Finished jobs kept until their retention ends.", nil, nil)
 	descLostInst  = prometheus.NewDesc("quotashare_preempted_instance_seconds_total", "How long preempted attempts had run, in instance-seconds, by victim share: work a preemption may throw away.", []string{"queue", "share"}, nil)
+	descLent      = prometheus.NewDesc("quotashare_share_lent_instances", "Instances borrowers hold of a lending share's idle capacity (lending is one pool: attributed to the lenders with the most idle first).", []string{"queue", "share", "instance_type"}, nil)
 	descJobs      = prometheus.NewDesc("quotashare_share_jobs", "A share's jobs by status (the finished ones still retained).", []string{"queue", "share", "status"}, nil)
 	descLostGPU   = prometheus.NewDesc("quotashare_preempted_gpu_seconds_total", "How long preempted attempts had run, in GPU-seconds, by victim share.", []string{"queue", "share"}, nil)
 )
 
 func (stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLimit, descInUse, descBorrowed, descIdle, descStopping, descWaiting, descActive,
-		descStarts, descPreempted, descEnded, descRetries, descPasses, descRemoved, descRetained, descLostInst, descLostGPU, descJobs} {
+		descStarts, descPreempted, descEnded, descRetries, descPasses, descRemoved, descRetained, descLostInst, descLostGPU, descJobs, descLent} {
 		ch <- d
 	}
 }
@@ -179,6 +181,11 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descPasses, m.Passes)
 	counter(descRemoved, m.Counters.Removed)
+	for queue, shares := range m.Usage {
+		for _, l := range sched.Loans(shares) {
+			gauge(descLent, l.Count, queue, l.Lender, l.InstanceType)
+		}
+	}
 	for k, n := range m.Jobs {
 		gauge(descJobs, n, k.Queue, k.Share, string(k.Status))
 	}

@@ -71,6 +71,7 @@ func TestMetrics(t *testing.T) {
 		{"quotashare_share_in_use_instances", []string{"queue", "q", "share", "b", "instance_type", "ml.g5.xlarge"}, 2},
 		{"quotashare_share_borrowed_instances", []string{"queue", "q", "share", "b", "instance_type", "ml.g5.xlarge"}, 1},
 		{"quotashare_share_idle_instances", []string{"queue", "q", "share", "a", "instance_type", "ml.g5.xlarge"}, 1}, // owned, unused (b borrows it)
+		{"quotashare_share_lent_instances", []string{"queue", "q", "share", "a", "instance_type", "ml.g5.xlarge"}, 1},
 		{"quotashare_attempts_started_total", []string{"queue", "q", "share", "b"}, 2},
 	} {
 		if got, ok := m(c.name, c.labels...); !ok || got != c.want {
