@@ -120,7 +120,7 @@ func (r *Reference) Usage() []sched.ShareUsage {
 	var out []sched.ShareUsage
 	for _, name := range r.shareNames() {
 		sh := r.shares[name]
-		u := sched.ShareUsage{Name: name, Waiting: len(r.queue(name))}
+		u := sched.ShareUsage{Name: name, Strategy: sh.cfg.Strategy, Waiting: len(r.queue(name))}
 		for _, j := range r.jobs {
 			if j.share == name && j.state != "queued" {
 				u.Active++
