@@ -44,6 +44,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	retain := fs.Duration("retain-finished", server.DefaultRetainFinished, "how long a SUCCEEDED or FAILED job and its logs are kept before they are removed (0: for ever)")
 	grace := fs.Duration("preemption-grace", 120*time.Second, "time between SIGTERM and SIGKILL when an attempt is stopped")
 	gpus := fs.String("gpus", "", "GPU ids of this host to hand out, e.g. 0,1,2,3 (default: detected with nvidia-smi; none: logical capacity)")
+	metricsToken := fs.String("metrics-token", "", "file holding a bearer token that lets a scraper read /metrics without signing (Prometheus' bearer_token_file); with it, /metrics needs the token or a signature")
 	maxLog := fs.Int64("max-log-bytes", procexec.DefaultMaxLogBytes, "local executor: cap on each instance's stdout and stderr; past it the middle is cut, the first quarter and last half kept (0: no cap)")
 	instanceTypes := fs.String("instance-types", "", "file of private instance types capacity limits may name besides SageMaker Training's, one per line ('#' starts a comment)")
 	gpuTable := fs.String("gpu-table", "", "JSON file of instance type -> GPUs per instance, extending the built-in table")
@@ -101,6 +102,16 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--max-log-bytes: %d is too small to keep anything useful; give at least 4096 (0: no cap)", *maxLog)
 	default:
 		cfg.MaxLogBytes = *maxLog
+	}
+	if *metricsToken != "" {
+		b, err := os.ReadFile(*metricsToken)
+		if err != nil {
+			return fmt.Errorf("--metrics-token: %w", err)
+		}
+		cfg.MetricsToken = strings.TrimSpace(string(b))
+		if len(cfg.MetricsToken) < 16 || strings.ContainsAny(cfg.MetricsToken, " \t\n") {
+			return fmt.Errorf("--metrics-token %s: the token must be one word of at least 16 characters", *metricsToken)
+		}
 	}
 	if *instanceTypes != "" {
 		types, err := readInstanceTypes(*instanceTypes)

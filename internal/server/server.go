@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +43,10 @@ type Config struct {
 	// MaxLogBytes caps each instance's stdout and stderr for the local executor (0: 64
 	// MiB; negative: no cap); see procexec.Config.
 	MaxLogBytes int64
+	// MetricsToken, if set, is a bearer token that lets a scraper read /metrics without
+	// signing (Prometheus' bearer_token_file); with it, /metrics needs the token or, with
+	// Credentials, a valid signature.
+	MetricsToken string
 	// InstanceTypes are private instance types capacity limits may name, besides the
 	// SageMaker Training types and those of GPUTable (serve --instance-types).
 	InstanceTypes []string
@@ -241,8 +246,9 @@ func Start(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /healthz", health)
 	mux.HandleFunc("GET /readyz", health)
 	mux.Handle("GET /logs/{job}", batchapi.Require(verifier, http.HandlerFunc(s.logs)))
-	// /metrics: with --credentials, a scrape must be signed too.
-	mux.Handle("GET /metrics", batchapi.Require(verifier, mets.handler()))
+	// /metrics: with --credentials, a scrape must be signed too, or carry the metrics
+	// token.
+	mux.Handle("GET /metrics", metricsAuth(cfg.MetricsToken, verifier, mets.handler()))
 	mux.Handle("/", mets.instrument(batchapi.Require(verifier, batchapi.New(engine))))
 	// ServeMux answers an unclean path (/v1/../x) with a redirect; an API answers 404.
 	var full http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -478,4 +484,26 @@ func knownTypes(cfg Config) func(string) bool {
 		extra[t] = true
 	}
 	return func(name string) bool { return trainingjob.IsTrainingType(name) || extra[name] }
+}
+
+// metricsAuth lets a request through to /metrics with the bearer token, or else as the
+// API's credentials would (a signature when the server has credentials, anyone when it
+// has none and no token is set).
+func metricsAuth(token string, v *batchapi.Verifier, h http.Handler) http.Handler {
+	signed := batchapi.Require(v, h)
+	if token == "" {
+		return signed
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		switch {
+		case ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1:
+			h.ServeHTTP(w, r)
+		case v != nil && !ok:
+			signed.ServeHTTP(w, r)
+		default:
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "/metrics needs the metrics token (Authorization: Bearer) or a signed request", http.StatusUnauthorized)
+		}
+	})
 }
