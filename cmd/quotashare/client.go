@@ -118,7 +118,7 @@ Example:
 func submitCmd(args []string, stdout, stderr io.Writer) error {
 	fs, cf := newFlags("submit", submitUsage, stderr)
 	queue := fs.String("queue", "", "job queue (name or ARN)")
-	share := fs.String("share", "", "quota share")
+	share := fs.String("share", "", "quota share (none for a FIFO queue)")
 	name := fs.String("name", "", "job name (letters, digits, - and _)")
 	prio := fs.Int("priority", 0, "schedulingPriority, 0-9999: higher runs first within the share")
 	itype := fs.String("instance-type", "ml.g5.xlarge", "instance type")
@@ -164,9 +164,12 @@ func submitCmd(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errors.New("give the program to run after --, or --file")
 	}
-	in := &batch.SubmitServiceJobInput{JobName: aws.String(*name), JobQueue: aws.String(*queue), QuotaShareName: aws.String(*share),
+	in := &batch.SubmitServiceJobInput{JobName: aws.String(*name), JobQueue: aws.String(*queue),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload),
 		SchedulingPriority: aws.Int32(int32(*prio)), RetryStrategy: &types.ServiceJobRetryStrategy{Attempts: aws.Int32(int32(*retries))}}
+	if *share != "" { // a FIFO queue takes none
+		in.QuotaShareName = aws.String(*share)
+	}
 	if *preempt >= 0 {
 		in.PreemptionConfiguration = &types.ServiceJobPreemptionConfiguration{PreemptionRetriesBeforeTermination: aws.Int32(int32(*preempt))}
 	}

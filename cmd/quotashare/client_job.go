@@ -225,20 +225,26 @@ func explainCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	v := viewOf(d)
+	where := "share " + v.Share
+	if v.Share == "" {
+		where = "FIFO queue" // no quota share
+	}
 	var out []string
 	switch d.Status {
 	case types.ServiceJobStatusRunnable, types.ServiceJobStatusSubmitted, types.ServiceJobStatusPending:
-		out = append(out, fmt.Sprintf("%s (share %s, priority %d) waits for %s.", v.Name, v.Share, v.Priority, v.Instances))
+		out = append(out, fmt.Sprintf("%s (%s, priority %d) waits for %s.", v.Name, where, v.Priority, v.Instances))
 		if reason.Detail != "" {
 			out = append(out, "Why: "+reason.Detail)
 		} else {
 			out = append(out, "Why: "+v.StatusReason)
 		}
-		if h, ok := hints[quotashare.ReasonCode(reason.Code)]; ok {
+		if h, ok := hints[quotashare.ReasonCode(reason.Code)]; ok && v.Share != "" {
 			out = append(out, h)
+		} else if v.Share == "" && reason.Code == "NO_FREE_CAPACITY" {
+			out = append(out, "It starts, by priority then submission, as soon as the environment has enough free instances.")
 		}
 	case types.ServiceJobStatusScheduled, types.ServiceJobStatusStarting, types.ServiceJobStatusRunning:
-		out = append(out, fmt.Sprintf("%s (share %s, priority %d) is %s on %s.", v.Name, v.Share, v.Priority, v.Status, v.Instances))
+		out = append(out, fmt.Sprintf("%s (%s, priority %d) is %s on %s.", v.Name, where, v.Priority, v.Status, v.Instances))
 		if quotashare.ReasonCode(reason.Code) == quotashare.ReasonPreempting {
 			out = append(out, "It is being preempted: "+reason.Detail+
 				". It got SIGTERM to checkpoint; it returns to the queue once its processes have stopped.")

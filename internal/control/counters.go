@@ -76,7 +76,7 @@ func (e *State) JobCounts() map[ShareStatusKey]int {
 	out := map[ShareStatusKey]int{}
 	for _, qs := range e.queues {
 		for k, t := range qs.index.byShareStatus {
-			out[ShareStatusKey{qs.q.Name, k.share, k.status}] = t.Len()
+			out[ShareStatusKey{qs.q.Name, shareLabel(k.share), k.status}] = t.Len()
 		}
 	}
 	return out

@@ -54,9 +54,6 @@ func CheckJob(in JobInput) (Checked, error) {
 	if in.ShareIdentifier != "" {
 		return Checked{}, invalid("shareIdentifier: is for fair-share queues; a quota-management queue takes quotaShareName")
 	}
-	if in.Share == "" {
-		return Checked{}, invalid("quotaShareName: is required on a quota-management queue")
-	}
 	if in.Priority != nil {
 		if err := sched.CheckPriority(*in.Priority); err != nil {
 			return Checked{}, invalid("%v", err)
@@ -151,12 +148,20 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 		if env := e.envs[qs.q.EnvironmentARN]; env == nil || env.Disabled {
 			return quotashare.Errorf(quotashare.Conflict, "jobQueue: the service environment of %s is DISABLED and accepts no new jobs", qs.q.Name)
 		}
-		s := qs.shares[in.Share]
-		if s == nil {
-			return invalid("quotaShareName: quota share %s does not exist in job queue %s", in.Share, qs.q.Name)
-		}
-		if s.Disabled || s.Deleting {
-			return quotashare.Errorf(quotashare.Conflict, "quotaShareName: quota share %s is DISABLED and accepts no new jobs", s.Name)
+		switch {
+		case qs.fifo() && in.Share != "":
+			return invalid("quotaShareName: job queue %s is a FIFO queue (created without a scheduling policy): leave quotaShareName out", qs.q.Name)
+		case qs.fifo():
+		case in.Share == "":
+			return invalid("quotaShareName: is required on a quota-management queue (%s)", qs.q.Name)
+		default:
+			s := qs.shares[in.Share]
+			if s == nil {
+				return invalid("quotaShareName: quota share %s does not exist in job queue %s", in.Share, qs.q.Name)
+			}
+			if s.Disabled || s.Deleting {
+				return quotashare.Errorf(quotashare.Conflict, "quotaShareName: quota share %s is DISABLED and accepts no new jobs", s.Name)
+			}
 		}
 		id := e.cfg.NewID()
 		j := &quotashare.Job{ID: id, Name: in.Name, QueueARN: qs.q.ARN, Share: in.Share,
@@ -171,7 +176,7 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 		if in.TimeoutSeconds != nil {
 			j.TimeoutSeconds = *in.TimeoutSeconds
 		}
-		if err := qs.sched.Submit(schedJob(j)); err != nil {
+		if err := qs.sched.Submit(qs.schedJob(j)); err != nil {
 			return invalid("%v", err)
 		}
 		qs.index.add(j) // before its first reason: setReason keeps the index in step
@@ -244,7 +249,7 @@ func (e *State) cloneJob(j *quotashare.Job) quotashare.Job {
 		// A waiting reason the scheduler gives (setWaiting): rendered now.
 		if qs := e.queues[j.QueueARN]; qs != nil {
 			if r, ok := qs.sched.Reason(j.ID); ok {
-				c.ReasonDetail, c.StatusReason = r.Text(), r.String()
+				_, c.ReasonDetail, c.StatusReason = qs.waitReason(r)
 			}
 		}
 	}
@@ -517,11 +522,15 @@ func (e *State) Snapshot(queue string) (Snapshot, error) {
 	}
 	snap := Snapshot{At: e.clock, ShareFront: map[string]FrontJob{}}
 	var front []*quotashare.Job
-	for _, name := range slices.Sorted(maps.Keys(qs.shares)) {
+	names := slices.Sorted(maps.Keys(qs.shares))
+	if qs.fifo() {
+		names = []string{fifoShare} // its one share in the core; no quota share to show
+	}
+	for _, name := range names {
 		ids := qs.sched.Front(name, 100)
 		for i, id := range ids {
 			j := e.jobs[id]
-			if i == 0 {
+			if i == 0 && !qs.fifo() {
 				snap.ShareFront[name] = FrontJob{ARN: e.arn("service-job", j.ID), Since: j.RunnableSince}
 			}
 			front = append(front, j)

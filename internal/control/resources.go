@@ -198,6 +198,9 @@ func (e *State) checkTypes(limits []quotashare.Demand) error {
 		return nil
 	}
 	for i, d := range limits {
+		if d.InstanceType == numInstances {
+			continue
+		}
 		if !e.cfg.InstanceType(d.InstanceType) {
 			name := d.InstanceType
 			if len(name) > 64 {
@@ -237,8 +240,8 @@ func checkEnvLimits(limits []quotashare.Demand) error {
 		if d.Count < 1 {
 			return invalid("capacityLimits[%d].maxCapacity: %d must be at least 1", i, d.Count)
 		}
-		if d.InstanceType == "NUM_INSTANCES" {
-			return invalid("capacityLimits[%d].capacityUnit: a quota-management environment counts instance types (e.g. ml.g5.xlarge), not NUM_INSTANCES", i)
+		if d.InstanceType == numInstances && len(limits) > 1 {
+			return invalid("capacityLimits[%d].capacityUnit: NUM_INSTANCES counts instances of every type (for a FIFO queue); give it alone, not beside instance types", i)
 		}
 	}
 	if err := sched.CheckCapacity(limits); err != nil {
@@ -317,12 +320,21 @@ func (e *State) UpdateEnvironment(ref, st string, limits []quotashare.Demand) (o
 		}
 		qs := e.queueOfEnv(arn)
 		if limits != nil && qs != nil {
+			if countsInstances(limits) != qs.fifo() {
+				return invalid("capacityLimits: service environment %s feeds job queue %s, which needs %s", v.Name, qs.q.Name,
+					map[bool]string{true: "NUM_INSTANCES (a FIFO queue)", false: "instance-type limits (a quota-management queue)"}[qs.fifo()])
+			}
 			if err := qs.sched.SetCapacity(limits); err != nil {
 				return invalid("%v", err)
 			}
 		}
 		if limits != nil {
 			v.Limits = slices.Clone(limits)
+			if qs != nil {
+				if err := e.setFIFOShare(qs); err != nil {
+					return invalid("%v", err)
+				}
+			}
 		}
 		v.Disabled = disabled
 		if qs != nil {
@@ -504,11 +516,17 @@ func (e *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 		if e.queues[arn] != nil {
 			return quotashare.Errorf(quotashare.Conflict, msgExists)
 		}
-		if err := e.checkPolicyRef("schedulingPolicyArn", in.PolicyARN); err != nil {
-			return err
+		fifo := in.PolicyARN == "" // AWS: a queue without a policy is FIFO
+		if !fifo {
+			if err := e.checkPolicyRef("schedulingPolicyArn", in.PolicyARN); err != nil {
+				return err
+			}
 		}
 		envARN, order, err := e.checkEnvOrder(in.EnvOrder, arn)
 		if err != nil {
+			return err
+		}
+		if err := e.checkQueueEnv(fifo, envARN); err != nil {
 			return err
 		}
 		q := &quotashare.Queue{Name: in.Name, ARN: arn, Priority: *in.Priority, Disabled: disabled, PolicyARN: in.PolicyARN,
@@ -516,6 +534,9 @@ func (e *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 		qs := newQueueState(q)
 		qs.sched = sched.New(e.cfg.Sched)
 		if err := qs.sched.SetCapacity(e.envs[envARN].Limits); err != nil {
+			return invalid("serviceEnvironmentOrder: %v", err)
+		}
+		if err := e.setFIFOShare(qs); err != nil {
 			return invalid("serviceEnvironmentOrder: %v", err)
 		}
 		e.queues[arn] = qs
@@ -552,6 +573,9 @@ func (e *State) UpdateQueue(ref string, in QueueInput) (out quotashare.Queue, er
 			return err
 		}
 		if in.PolicyARN != "" {
+			if qs.fifo() {
+				return invalid("schedulingPolicyArn: job queue %s is FIFO (created without a scheduling policy) and cannot take one", qs.q.Name)
+			}
 			if err := e.checkPolicyRef("schedulingPolicyArn", in.PolicyARN); err != nil {
 				return err
 			}
@@ -562,6 +586,9 @@ func (e *State) UpdateQueue(ref string, in QueueInput) (out quotashare.Queue, er
 				return err
 			}
 			if envARN != qs.q.EnvironmentARN {
+				if err := e.checkQueueEnv(qs.fifo(), envARN); err != nil {
+					return err
+				}
 				for _, u := range qs.sched.Capacity() {
 					if u.InUse > 0 {
 						return quotashare.Errorf(quotashare.Conflict, "serviceEnvironmentOrder: jobs of queue %s still hold %d %s; the environment can change once none holds capacity", qs.q.Name, u.InUse, u.InstanceType)
@@ -573,7 +600,13 @@ func (e *State) UpdateQueue(ref string, in QueueInput) (out quotashare.Queue, er
 			}
 		}
 		q := qs.q
+		envChanged := envARN != q.EnvironmentARN
 		q.Disabled, q.EnvironmentARN, q.EnvironmentOrder = disabled, envARN, order
+		if envChanged {
+			if err := e.setFIFOShare(qs); err != nil {
+				return invalid("serviceEnvironmentOrder: %v", err)
+			}
+		}
 		if in.PolicyARN != "" {
 			q.PolicyARN = in.PolicyARN
 		}
@@ -637,6 +670,9 @@ func (e *State) DeleteQueue(ref string) error {
 		}
 		if len(qs.shares) > 0 {
 			return quotashare.Errorf(quotashare.Conflict, "jobQueue: %s still has %d quota share(s); disable and delete them first (that terminates their jobs)", qs.q.Name, len(qs.shares))
+		}
+		if n := qs.live[""]; qs.fifo() && n > 0 {
+			return quotashare.Errorf(quotashare.Conflict, "jobQueue: %s still has %d unfinished job(s); terminate them first", qs.q.Name, n)
 		}
 		delete(e.queues, arn)
 		qs.jobs.each(func(j *quotashare.Job) bool {

@@ -128,6 +128,9 @@ func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error
 		if qs == nil {
 			return invalid("jobQueue: %s does not exist", in.Queue)
 		}
+		if qs.fifo() {
+			return invalid("jobQueue: %s is a FIFO queue (created without a scheduling policy): it has no quota shares", qs.q.Name)
+		}
 		if qs.shares[in.Name] != nil {
 			return quotashare.Errorf(quotashare.Conflict, "Quota share %s already exists in job queue %s", in.Name, qs.q.Name)
 		}

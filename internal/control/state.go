@@ -381,6 +381,11 @@ func (e *State) rebuild(qs *queueState) (*sched.Scheduler, error) {
 		if err := s.SetCapacity(env.Limits); err != nil {
 			return nil, fmt.Errorf("environment %s: %w", env.Name, err)
 		}
+		if qs.fifo() {
+			if err := s.SetShare(fifoShareOf(env)); err != nil {
+				return nil, fmt.Errorf("FIFO queue %s: %w", qs.q.Name, err)
+			}
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(qs.shares)) {
 		sh := qs.shares[name]
@@ -396,12 +401,12 @@ func (e *State) rebuild(qs *queueState) (*sched.Scheduler, error) {
 				return true
 			}
 			if j.Current == nil {
-				err = s.Submit(schedJob(j))
+				err = s.Submit(qs.schedJob(j))
 				if err == nil && !j.HeldUntil.IsZero() {
 					err = s.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals)
 				}
 			} else {
-				err = s.RestoreActive(schedJob(j), sched.Active{StartedAt: j.Current.StartedAt,
+				err = s.RestoreActive(qs.schedJob(j), sched.Active{StartedAt: j.Current.StartedAt,
 					Stopping: j.Current.Stop != "", StoppingFor: j.Current.StopFor})
 			}
 			if err != nil {
@@ -422,8 +427,14 @@ func schedShare(s *quotashare.QuotaShare) sched.Share {
 		InSharePreemption: s.InSharePreemption, Disabled: s.Disabled}
 }
 
-func schedJob(j *quotashare.Job) sched.Job {
-	return sched.Job{ID: j.ID, Share: j.Share, Priority: j.Priority, Need: j.Need, SubmittedAt: j.CreatedAt, RunnableSince: j.RunnableSince}
+// schedJob is a job as the queue's core sees it (in a FIFO queue: in the one share, its
+// need counted in instances).
+func (qs *queueState) schedJob(j *quotashare.Job) sched.Job {
+	sj := sched.Job{ID: j.ID, Share: j.Share, Priority: j.Priority, Need: j.Need, SubmittedAt: j.CreatedAt, RunnableSince: j.RunnableSince}
+	if qs.fifo() {
+		sj.Share, sj.Need = fifoShare, fifoNeed(j.Need)
+	}
+	return sj
 }
 
 // now returns the clock's time, strictly after every earlier call, so that submission
@@ -498,7 +509,11 @@ func (e *State) pass(qs *queueState, now time.Time) {
 // scheduler's state, and are rendered when the job is read (cloneJob). A million waiting
 // jobs then hold no text, and a pass renders none.
 func (e *State) setWaiting(j *quotashare.Job, r sched.Reason) {
-	e.setReason(j, quotashare.ReasonCode(e.intern(string(r.Code))), "", "")
+	code := r.Code
+	if qs := e.queues[j.QueueARN]; qs != nil {
+		code, _, _ = qs.waitReason(r)
+	}
+	e.setReason(j, quotashare.ReasonCode(e.intern(string(code))), "", "")
 	if r.Code != sched.ReasonExecutorCapacity {
 		j.HeldUntil = time.Time{}
 	}
@@ -541,10 +556,10 @@ func (e *State) sayHolding(j *quotashare.Job, state, detail string) {
 
 // start records a decision to start a job and queues the executor's Start.
 func (e *State) start(j *quotashare.Job, st sched.Start, now time.Time) {
-	e.counters.Starts[ShareKey{nameOf(j.QueueARN), j.Share}]++
+	e.counters.Starts[ShareKey{nameOf(j.QueueARN), shareLabel(j.Share)}]++
 	j.Seq++
 	if j.Seq == 1 {
-		e.waits = append(e.waits, StartWait{nameOf(j.QueueARN), j.Share, priorityBand(j.Priority), now.Sub(j.CreatedAt)})
+		e.waits = append(e.waits, StartWait{nameOf(j.QueueARN), shareLabel(j.Share), priorityBand(j.Priority), now.Sub(j.CreatedAt)})
 	}
 	a := &quotashare.Attempt{ID: quotashare.AttemptID(j.ID, j.Seq), ScheduledAt: now, Borrowed: st.Borrowed}
 	j.Current = a
@@ -581,7 +596,7 @@ func (e *State) spec(j *quotashare.Job) quotashare.AttemptSpec {
 
 // preempt records a decision to stop an attempt and queues the executor's Stop.
 func (e *State) preempt(j *quotashare.Job, p sched.Preemption) {
-	e.counters.Preemptions[PreemptionKey{nameOf(j.QueueARN), p.Rule, j.Share}]++
+	e.counters.Preemptions[PreemptionKey{nameOf(j.QueueARN), p.Rule, shareLabel(j.Share)}]++
 	a := j.Current
 	a.Stop, a.StopReason, a.StopFor = quotashare.StopPreempted, p.Reason, p.ForJob
 	e.say(j, quotashare.ReasonPreempting, ": ", p.Reason)
@@ -652,7 +667,7 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 	case a.Stop == quotashare.StopPreempted:
 		if !a.StartedAt.IsZero() && a.StoppedAt.After(a.StartedAt) {
 			secs := a.StoppedAt.Sub(a.StartedAt).Seconds()
-			k := ShareKey{qs.q.Name, j.Share}
+			k := ShareKey{qs.q.Name, shareLabel(j.Share)}
 			c := e.counters.PreemptedRun[k]
 			for _, d := range j.Need {
 				c.InstanceSeconds += secs * float64(d.Count)
@@ -680,7 +695,7 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 		a.StatusReason = r.Reason
 		j.Attempts = append(j.Attempts, *a)
 		if retry, why := shouldRetry(j, r); retry {
-			e.counters.Retries[ShareKey{qs.q.Name, j.Share}]++
+			e.counters.Retries[ShareKey{qs.q.Name, shareLabel(j.Share)}]++
 			d := fmt.Sprintf("retrying (attempt %d of %d failed: %s)", len(j.Attempts), attemptsAllowed(j), r.Reason)
 			e.requeue(qs, j, quotashare.ReasonRetrying, d, "RUNNABLE - "+d, now)
 		} else {
@@ -796,7 +811,7 @@ func (e *State) finish(qs *queueState, j *quotashare.Job, status quotashare.JobS
 
 // done records a job's final state and removes a deleted share once its last job is done.
 func (e *State) done(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, code quotashare.ReasonCode, reason string, now time.Time) {
-	e.counters.Ended[EndKey{qs.q.Name, j.Share, status, code}]++
+	e.counters.Ended[EndKey{qs.q.Name, shareLabel(j.Share), status, code}]++
 	e.cfg.Logf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)
 	qs.setStatus(j, status)
 	reason = e.intern(reason) // kept for the retention: many jobs end for the same reason

@@ -68,7 +68,7 @@ type storedQueue struct {
 	Name             string                  `json:"name"`
 	Priority         int                     `json:"priority"`
 	Disabled         bool                    `json:"disabled,omitempty"`
-	Policy           string                  `json:"policy"`
+	Policy           string                  `json:"policy"` // "" for a FIFO queue
 	Environment      string                  `json:"environment"`
 	EnvironmentOrder int                     `json:"environmentOrder"`
 	TimeLimitActions []storedTimeLimitAction `json:"timeLimitActions,omitempty"`
@@ -310,6 +310,9 @@ func (e *State) decode(version int, l Loaded) (*quotashare.QuotaShare, *quotasha
 		q := &quotashare.Queue{Name: s.Name, ARN: e.arn("job-queue", s.Name), Priority: s.Priority, Disabled: s.Disabled,
 			PolicyARN: e.arn("scheduling-policy", s.Policy), EnvironmentARN: e.arn("service-environment", s.Environment),
 			EnvironmentOrder: s.EnvironmentOrder, TimeLimitActions: convert(s.TimeLimitActions, func(a storedTimeLimitAction) quotashare.TimeLimitAction { return quotashare.TimeLimitAction(a) }), Tags: s.Tags}
+		if s.Policy == "" {
+			q.PolicyARN = "" // a FIFO queue
+		}
 		e.queues[q.ARN] = newQueueState(q)
 	case kindShare:
 		var s storedShare

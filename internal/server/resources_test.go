@@ -180,11 +180,12 @@ func TestValidation(t *testing.T) {
 			_, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("fs"), FairsharePolicy: &types.FairsharePolicy{}})
 			return err
 		}, "fairsharePolicy: quotashare schedules quota-management queues only"},
-		{"NUM_INSTANCES environment", func() error {
+		// NUM_INSTANCES (a FIFO queue's environment) counts every type: it comes alone.
+		{"NUM_INSTANCES beside an instance type", func() error {
 			_, err := c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("e2"), ServiceEnvironmentType: "SAGEMAKER_TRAINING",
-				CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String("NUM_INSTANCES"), MaxCapacity: aws.Int32(4)}}})
+				CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(4)}, {CapacityUnit: aws.String("NUM_INSTANCES"), MaxCapacity: aws.Int32(4)}}})
 			return err
-		}, "not NUM_INSTANCES"},
+		}, "capacityLimits[1].capacityUnit: NUM_INSTANCES counts instances of every type (for a FIFO queue); give it alone"},
 		{"queue on a used environment", func() error {
 			_, err := c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q2"), Priority: aws.Int32(1), JobQueueType: "SAGEMAKER_TRAINING",
 				SchedulingPolicyArn:     aws.String("arn:aws:batch:us-east-1:000000000000:scheduling-policy/q-policy"),
