@@ -89,7 +89,7 @@ type PolicyInput struct {
 
 func checkPolicyKind(quota, fair bool, idle string) error {
 	if fair {
-		return invalid("fairsharePolicy: quotashare schedules quota-management queues only; give a quotaSharePolicy instead")
+		return invalid("fairsharePolicy: quotashare schedules quota-management queues only (and FIFO queues, which have no policy); give a quotaSharePolicy instead")
 	}
 	if !quota {
 		return invalid("quotaSharePolicy: is required (quotashare schedules quota-management queues only)")
