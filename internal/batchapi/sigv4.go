@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -26,15 +27,18 @@ import (
 // more), computes the signature with the secret of the access key named, and compares.
 // The credential scope must name this server's region and the service batch.
 type Verifier struct {
-	secrets map[string]string // access key id -> secret
-	now     func() time.Time
+	secrets    map[string]string     // access key id -> secret
+	principals map[string]*Principal // access key id -> who it is
+	now        func() time.Time
 	// Region is the region the server runs as: the only one a credential scope may name
 	// (default us-east-1).
 	Region string
 }
 
-// LoadCredentials reads a credentials file: one "ACCESS_KEY_ID SECRET_ACCESS_KEY" pair a
-// line; blank lines and lines starting with # are skipped.
+// LoadCredentials reads a credentials file: either one "ACCESS_KEY_ID SECRET_ACCESS_KEY"
+// pair a line (blank lines and lines starting with # skipped), every key an admin; or a
+// policy file in YAML (see authz.go and the README) that gives each principal its keys,
+// its role and a team its shares.
 //
 // Like ssh with its keys, it refuses a file that group or others may read.
 func LoadCredentials(path string) (*Verifier, error) {
@@ -48,26 +52,43 @@ func LoadCredentials(path string) (*Verifier, error) {
 	} else if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%s: mode %#o lets others read the secret keys; chmod 600 it", path, fi.Mode().Perm())
 	}
-	v := &Verifier{secrets: map[string]string{}, now: time.Now}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Fields(line)
-		if len(fields) != 2 {
-			return nil, fmt.Errorf("%s:%d: want ACCESS_KEY_ID SECRET_ACCESS_KEY, got %d fields", path, n, len(fields))
-		}
-		v.secrets[fields[0]] = fields[1]
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
 	}
-	if err := sc.Err(); err != nil {
+	v := &Verifier{secrets: map[string]string{}, principals: map[string]*Principal{}, now: time.Now}
+	if twoColumns(data) {
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for n := 1; sc.Scan(); n++ {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			fields := strings.Fields(line)
+			if len(fields) != 2 {
+				return nil, fmt.Errorf("%s:%d: want ACCESS_KEY_ID SECRET_ACCESS_KEY, got %d fields", path, n, len(fields))
+			}
+			v.secrets[fields[0]] = fields[1]
+			v.principals[fields[0]] = &Principal{Name: fields[0], Role: RoleAdmin}
+		}
+	} else if err := v.parsePolicy(path, data); err != nil {
 		return nil, err
 	}
 	if len(v.secrets) == 0 {
 		return nil, fmt.Errorf("%s: no credentials in it", path)
 	}
 	return v, nil
+}
+
+// twoColumns says whether a credentials file is the plain kind: no line holds a ':',
+// which every policy file's YAML does.
+func twoColumns(data []byte) bool {
+	for _, line := range strings.Split(string(data), "\n") {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") && strings.Contains(l, ":") {
+			return false
+		}
+	}
+	return true
 }
 
 // authError is a refused signature: the AWS error type and the message.
@@ -229,6 +250,16 @@ func Require(v *Verifier, h http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		if p := v.principals[accessKeyOf(r)]; p != nil {
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// accessKeyOf is the access key id a verified request's Authorization names.
+func accessKeyOf(r *http.Request) string {
+	_, rest, _ := strings.Cut(r.Header.Get("Authorization"), "Credential=")
+	id, _, _ := strings.Cut(rest, "/")
+	return id
 }

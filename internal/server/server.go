@@ -249,7 +249,8 @@ func Start(cfg Config) (*Server, error) {
 	// /metrics: with --credentials, a scrape must be signed too, or carry the metrics
 	// token.
 	mux.Handle("GET /metrics", metricsAuth(cfg.MetricsToken, verifier, mets.handler()))
-	mux.Handle("/", mets.instrument(batchapi.Require(verifier, batchapi.New(engine))))
+	// Every principal may read; a team may change jobs in its shares; an admin, anything.
+	mux.Handle("/", mets.instrument(batchapi.Require(verifier, batchapi.Authorize(engine, batchapi.New(engine)))))
 	// ServeMux answers an unclean path (/v1/../x) with a redirect; an API answers 404.
 	var full http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p && path.Clean(p)+"/" != p {
