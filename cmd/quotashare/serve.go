@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/dispatch"
 	"github.com/quotashare/quotashare/internal/kubeexec"
 	"github.com/quotashare/quotashare/internal/procexec"
 	"github.com/quotashare/quotashare/internal/server"
@@ -50,6 +53,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	gpuTable := fs.String("gpu-table", "", "JSON file of instance type -> GPUs per instance, extending the built-in table")
 	example := fs.Bool("example", false, "create AWS's three-project example (queue three-projects) and play it out")
 	quiet := fs.Bool("quiet", false, "do not log scheduling decisions")
+	logFormat := fs.String("log-format", "text", "text (a line per event) or json (one JSON object per event: every decision with its job, share, rule and reason as fields)")
 	creds := fs.String("credentials", "", `file of "ACCESS_KEY_ID SECRET_ACCESS_KEY" lines: requests must then be signed (SigV4) with one of them`)
 	var passEnv []string
 	fs.Func("pass-env", "a variable of the server's environment that local jobs get too (repeat for more); jobs otherwise get only PATH, HOME, LANG, their payload's Environment and SageMaker's variables", func(v string) error {
@@ -144,6 +148,21 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(stdout, time.Now().Format("15:04:05 ")+format+"\n", a...)
 	}
+	// announce says what the server is (its address, its executor): plain lines, or
+	// records in the JSON format.
+	announce := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
+	switch *logFormat {
+	case "text":
+	case "json":
+		logger := slog.New(slog.NewJSONHandler(stdout, nil))
+		logf = func(format string, a ...any) { logger.Info(fmt.Sprintf(format, a...)) }
+		announce = logf
+		if !*quiet {
+			cfg.Decide = func(d dispatch.Decision) { logDecision(logger, d) }
+		}
+	default:
+		return fmt.Errorf("--log-format: %q must be text or json", *logFormat)
+	}
 	if !*quiet {
 		cfg.Logf = logf
 	}
@@ -151,19 +170,19 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "quotashare listening on %s (data in %s)\n", s.URL, *data)
+	announce("quotashare listening on %s (data in %s)", s.URL, *data)
 	if *creds == "" {
-		fmt.Fprintln(stdout, "requests are not authenticated (give --credentials to require AWS SigV4 signatures)")
+		announce("requests are not authenticated (give --credentials to require AWS SigV4 signatures)")
 	}
 	if kube {
-		fmt.Fprintln(stdout, "attempts run as Pods on the Kubernetes cluster")
+		announce("attempts run as Pods on the Kubernetes cluster")
 	} else if len(cfg.GPUs) == 0 {
-		fmt.Fprintln(stdout, "no GPUs on this host (or none given with --gpus): capacity is logical, jobs run without GPUs")
+		announce("no GPUs on this host (or none given with --gpus): capacity is logical, jobs run without GPUs")
 	} else {
-		fmt.Fprintf(stdout, "GPUs handed out to instances: %s\n", strings.Join(cfg.GPUs, ","))
+		announce("GPUs handed out to instances: %s", strings.Join(cfg.GPUs, ","))
 	}
 	if !kube {
-		fmt.Fprintln(stdout, "jobs are contained by process group and by an environment mark (QUOTASHARE_INSTANCE); no cgroup")
+		announce("jobs are contained by process group and by an environment mark (QUOTASHARE_INSTANCE); no cgroup")
 	}
 	if *example {
 		go func() {
@@ -178,7 +197,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
-	fmt.Fprintln(stdout, "shutting down; running jobs keep running and are adopted at the next start")
+	announce("shutting down; running jobs keep running and are adopted at the next start")
 	return s.Close()
 }
 
@@ -248,4 +267,30 @@ func readInstanceTypes(file string) ([]string, error) {
 		types = append(types, t)
 	}
 	return types, nil
+}
+
+// logDecision logs a scheduling decision as one structured record: its kind as the
+// message, and what it is about as fields (those it has).
+func logDecision(logger *slog.Logger, d dispatch.Decision) {
+	attrs := []slog.Attr{slog.String("queue", d.Queue)}
+	add := func(k, v string) {
+		if v != "" {
+			attrs = append(attrs, slog.String(k, v))
+		}
+	}
+	add("share", d.Share)
+	add("job", d.Job)
+	add("jobName", d.JobName)
+	if d.Job != "" {
+		attrs = append(attrs, slog.Int("priority", d.Priority))
+	}
+	add("rule", d.Rule)
+	add("forJob", d.ForJob)
+	add("code", d.Code)
+	add("reason", d.Reason)
+	add("borrowed", d.Borrowed)
+	if d.Kind == "removed" {
+		attrs = append(attrs, slog.Int("count", d.Count))
+	}
+	logger.LogAttrs(context.Background(), slog.LevelInfo, d.Kind, attrs...)
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/quotashare/quotashare"
@@ -108,4 +109,36 @@ func (e *State) TakeStartWaits() []StartWait {
 	w := e.waits
 	e.waits = nil
 	return w
+}
+
+// Decision is one decision of the state, for structured logs (Config.Decide): its kind
+// (start, preempt, requeue, succeeded, failed, removed), the job and where, and why.
+type Decision struct {
+	Kind         string
+	Queue, Share string
+	Job, JobName string
+	Priority     int
+	Rule, ForJob string // a preemption's rule, and the job it makes room for
+	Code, Reason string // the reason code and text
+	Borrowed     string // what a start borrows
+	Count        int    // jobs removed by a sweep
+	Text         string // the decision as one line of text
+}
+
+// decide reports a decision: to Config.Decide, else as a Logf line.
+func (e *State) decide(d Decision) {
+	if e.cfg.Decide != nil {
+		e.cfg.Decide(d)
+		return
+	}
+	e.cfg.Logf("%s", d.Text)
+}
+
+// demandsText is demands as text ("1 ml.g5.xlarge, 2 ml.p5.48xlarge"), or "".
+func demandsText(ds []quotashare.Demand) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, d.String())
+	}
+	return strings.Join(parts, ", ")
 }

@@ -6,6 +6,7 @@ package control
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -157,7 +158,8 @@ func (e *State) sweep(now time.Time) {
 	}
 	if removed > 0 {
 		e.counters.Removed += int64(removed)
-		e.cfg.Logf("removed  %d job(s) finished more than %s ago, with their logs (%d finished jobs retained)", removed, e.cfg.RetainFinished, e.finished.len())
+		e.decide(Decision{Kind: "removed", Count: removed,
+			Text: fmt.Sprintf("removed  %d job(s) finished more than %s ago, with their logs (%d finished jobs retained)", removed, e.cfg.RetainFinished, e.finished.len())})
 	}
 }
 

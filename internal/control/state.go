@@ -36,6 +36,9 @@ type Config struct {
 	Tick time.Duration
 	// Logf logs what an operator should know.
 	Logf func(format string, args ...any)
+	// Decide, if set, hears every decision (a start, a preemption, a requeue, a job's
+	// end, a retention sweep) as structured data; else each is a Logf line (its Text).
+	Decide func(Decision)
 	// CapacityBackoff is how long a job waits after the executor's first refusal of its
 	// attempt for lack of capacity; each refusal in a row doubles it, up to
 	// CapacityBackoffMax (defaults 1 s and 2 min). A change of the executor's capacity
@@ -569,7 +572,8 @@ func (e *State) start(j *quotashare.Job, st sched.Start, now time.Time) {
 	e.sayHolding(j, "SCHEDULED", "capacity assigned in share "+j.Share+borrowText(st.Borrowed))
 	j.HeldUntil = time.Time{}
 	e.touchJob(j)
-	e.cfg.Logf("start    %s (%s, share %s, priority %d)%s", j.Name, j.ID, j.Share, j.Priority, borrowText(st.Borrowed))
+	e.decide(Decision{Kind: "start", Queue: nameOf(j.QueueARN), Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Borrowed: demandsText(st.Borrowed),
+		Text: fmt.Sprintf("start    %s (%s, share %s, priority %d)%s", j.Name, j.ID, j.Share, j.Priority, borrowText(st.Borrowed))})
 	spec := e.spec(j)
 	e.act(Action{Start: &spec})
 }
@@ -601,7 +605,8 @@ func (e *State) preempt(j *quotashare.Job, p sched.Preemption) {
 	a.Stop, a.StopReason, a.StopFor = quotashare.StopPreempted, p.Reason, p.ForJob
 	e.say(j, quotashare.ReasonPreempting, ": ", p.Reason)
 	e.touchJob(j)
-	e.cfg.Logf("preempt  %s (%s, share %s, rule %s): %s", j.Name, j.ID, j.Share, p.Rule, p.Reason)
+	e.decide(Decision{Kind: "preempt", Queue: nameOf(j.QueueARN), Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Rule: p.Rule.String(), ForJob: p.ForJob, Reason: p.Reason,
+		Text: fmt.Sprintf("preempt  %s (%s, share %s, rule %s): %s", j.Name, j.ID, j.Share, p.Rule, p.Reason)})
 	e.act(Action{Stop: a.ID})
 }
 
@@ -763,7 +768,8 @@ func (e *State) requeue(qs *queueState, j *quotashare.Job, code quotashare.Reaso
 	qs.setStatus(j, quotashare.Runnable)
 	e.setReason(j, code, detail, statusReason)
 	qs.fresh = append(qs.fresh, j)
-	e.cfg.Logf("requeue  %s (%s, share %s): %s", j.Name, j.ID, j.Share, j.StatusReason)
+	e.decide(Decision{Kind: "requeue", Queue: nameOf(j.QueueARN), Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Code: string(code), Reason: j.StatusReason,
+		Text: fmt.Sprintf("requeue  %s (%s, share %s): %s", j.Name, j.ID, j.Share, j.StatusReason)})
 }
 
 // refused requeues a job whose attempt the executor refused for lack of capacity, without
@@ -812,7 +818,8 @@ func (e *State) finish(qs *queueState, j *quotashare.Job, status quotashare.JobS
 // done records a job's final state and removes a deleted share once its last job is done.
 func (e *State) done(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, code quotashare.ReasonCode, reason string, now time.Time) {
 	e.counters.Ended[EndKey{qs.q.Name, shareLabel(j.Share), status, code}]++
-	e.cfg.Logf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)
+	e.decide(Decision{Kind: strings.ToLower(string(status)), Queue: qs.q.Name, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Code: string(code), Reason: reason,
+		Text: fmt.Sprintf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)})
 	qs.setStatus(j, status)
 	reason = e.intern(reason) // kept for the retention: many jobs end for the same reason
 	e.setReason(j, code, reason, reason)

@@ -9,6 +9,7 @@ import (
 // The requests and answers of the state's commands, named here for the engine's callers.
 type (
 	JobInput          = control.JobInput
+	Decision          = control.Decision
 	PolicyInput       = control.PolicyInput
 	EnvironmentInput  = control.EnvironmentInput
 	EnvOrder          = control.EnvOrder

@@ -48,6 +48,9 @@ type Config struct {
 	Tick time.Duration
 	// Logf logs what an operator should know (default log.Printf).
 	Logf func(format string, args ...any)
+	// Decide, if set, hears every scheduling decision as data (structured logs); else
+	// each is a Logf line.
+	Decide func(Decision)
 	// CapacityBackoff is how long a job waits after the executor's first refusal of its
 	// attempt for lack of capacity; each refusal in a row doubles it, up to
 	// CapacityBackoffMax (defaults 1 s and 2 min). A change of the executor's capacity
@@ -98,7 +101,7 @@ func (e *Engine) Metrics() Metrics {
 func (c Config) control() control.Config {
 	return control.Config{Region: c.Region, Account: c.Account, NewID: c.NewID, Sched: c.Sched, Tick: c.Tick, Logf: c.Logf,
 		CapacityBackoff: c.CapacityBackoff, CapacityBackoffMax: c.CapacityBackoffMax, RetainFinished: c.RetainFinished,
-		InstanceType: c.InstanceType, GPUsPerInstance: c.GPUsPerInstance}
+		InstanceType: c.InstanceType, GPUsPerInstance: c.GPUsPerInstance, Decide: c.Decide}
 }
 
 // Engine runs the server's state. Its methods are safe for concurrent use.

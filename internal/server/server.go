@@ -56,6 +56,9 @@ type Config struct {
 	GPUTable map[string]int
 	Sched    sched.Config
 	Logf     func(format string, args ...any)
+	// Decide, if set, hears every scheduling decision as data (serve --log-format json);
+	// else each is a Logf line.
+	Decide func(dispatch.Decision)
 	// Credentials names a file of "ACCESS_KEY_ID SECRET" lines: with it, every API and
 	// logs request must carry a valid AWS Signature Version 4. Empty: no check.
 	Credentials string
@@ -196,7 +199,7 @@ func Start(cfg Config) (*Server, error) {
 	var engine *dispatch.Engine
 	mets := newMetrics(func() *dispatch.Engine { return engine })
 	stopLog := logLoading(cfg.Logf, &loaded, began)
-	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf,
+	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf, Decide: cfg.Decide,
 		Observe: mets, RetainFinished: retention(cfg.RetainFinished), InstanceType: knownTypes(cfg),
 		GPUsPerInstance: func(t string) int {
 			if n, ok := cfg.GPUTable[t]; ok {
