@@ -41,7 +41,7 @@ func TestServeJSONLogs(t *testing.T) {
 	}()
 	seen := map[string]map[string]any{}
 	timeout := time.After(2 * time.Minute)
-	for seen["in-share"] == nil || seen["reclaim"] == nil || seen["listening"] == nil {
+	for seen["in-share"] == nil || seen["reclaim"] == nil || seen["listening"] == nil || seen["request"] == nil {
 		select {
 		case line, ok := <-lines:
 			if !ok {
@@ -57,6 +57,8 @@ func TestServeJSONLogs(t *testing.T) {
 				seen["listening"] = rec
 			case msg == "preempt":
 				seen[rec["rule"].(string)] = rec
+			case msg == "request" && rec["operation"] == "submitservicejob":
+				seen["request"] = rec
 			}
 		case <-timeout:
 			t.Fatalf("no reclaim and in-share preemptions in the JSON log; seen %v", seen)
@@ -72,6 +74,9 @@ func TestServeJSONLogs(t *testing.T) {
 		if rec["queue"] != "three-projects" || rec["share"] != "qs1" {
 			t.Errorf("the %s preemption's record: %v", rule, rec)
 		}
+	}
+	if r := seen["request"]; r["status"] != float64(200) || r["outcome"] != "ok" || r["latencyMs"] == nil {
+		t.Errorf("a request's record: %v", r)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 }

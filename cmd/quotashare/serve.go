@@ -159,6 +159,10 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		announce = logf
 		if !*quiet {
 			cfg.Decide = func(d dispatch.Decision) { logDecision(logger, d) }
+			cfg.LogRequest = func(r server.RequestLog) {
+				logger.LogAttrs(context.Background(), slog.LevelInfo, "request", slog.String("operation", r.Operation), slog.String("outcome", r.Outcome),
+					slog.Int("status", r.Status), slog.Float64("latencyMs", float64(r.Latency.Microseconds())/1000), slog.String("accessKey", r.AccessKey))
+			}
 		}
 	default:
 		return fmt.Errorf("--log-format: %q must be text or json", *logFormat)

@@ -257,6 +257,9 @@ func Require(v *Verifier, h http.Handler) http.Handler {
 	})
 }
 
+// AccessKeyOf is the access key id a request's SigV4 Authorization names ("" without).
+func AccessKeyOf(r *http.Request) string { return accessKeyOf(r) }
+
 // accessKeyOf is the access key id a verified request's Authorization names.
 func accessKeyOf(r *http.Request) string {
 	_, rest, _ := strings.Cut(r.Header.Get("Authorization"), "Credential=")

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quotashare/quotashare/internal/batchapi"
 	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/dispatch"
 	"github.com/quotashare/quotashare/internal/sched"
@@ -26,6 +27,8 @@ type metrics struct {
 	records prometheus.Histogram
 	api     *prometheus.HistogramVec
 	wait    *prometheus.HistogramVec
+	// logRequest, if set, hears each API request as instrument times it.
+	logRequest func(RequestLog)
 }
 
 func newMetrics(engine func() *dispatch.Engine) *metrics {
@@ -97,7 +100,11 @@ func (m *metrics) instrument(h http.Handler) http.Handler {
 		case sw.code >= 400:
 			outcome = "client_error"
 		}
-		m.api.WithLabelValues(op, outcome).Observe(time.Since(began).Seconds())
+		took := time.Since(began)
+		m.api.WithLabelValues(op, outcome).Observe(took.Seconds())
+		if m.logRequest != nil {
+			m.logRequest(RequestLog{Operation: op, Outcome: outcome, Status: sw.code, Latency: took, AccessKey: batchapi.AccessKeyOf(r)})
+		}
 	})
 }
 

@@ -59,6 +59,8 @@ type Config struct {
 	// Decide, if set, hears every scheduling decision as data (serve --log-format json);
 	// else each is a Logf line.
 	Decide func(dispatch.Decision)
+	// LogRequest, if set, hears every API request once answered (serve --log-format json).
+	LogRequest func(RequestLog)
 	// Credentials names a file of "ACCESS_KEY_ID SECRET" lines: with it, every API and
 	// logs request must carry a valid AWS Signature Version 4. Empty: no check.
 	Credentials string
@@ -198,6 +200,7 @@ func Start(cfg Config) (*Server, error) {
 	holder := quotashare.LeaseHolder{ID: newHolderID(), PID: os.Getpid(), Addr: ln.Addr().String()}
 	var engine *dispatch.Engine
 	mets := newMetrics(func() *dispatch.Engine { return engine })
+	mets.logRequest = cfg.LogRequest
 	stopLog := logLoading(cfg.Logf, &loaded, began)
 	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf, Decide: cfg.Decide,
 		Observe: mets, RetainFinished: retention(cfg.RetainFinished), InstanceType: knownTypes(cfg),
@@ -510,4 +513,13 @@ func metricsAuth(token string, v *batchapi.Verifier, h http.Handler) http.Handle
 			http.Error(w, "/metrics needs the metrics token (Authorization: Bearer) or a signed request", http.StatusUnauthorized)
 		}
 	})
+}
+
+// RequestLog is one API request, for structured logs: its operation, outcome and HTTP
+// status, how long it took, and the access key id it was signed with (never a secret).
+type RequestLog struct {
+	Operation, Outcome string
+	Status             int
+	Latency            time.Duration
+	AccessKey          string
 }
