@@ -83,12 +83,14 @@ func (e *State) JobCounts() map[ShareStatusKey]int {
 	return out
 }
 
-// StartWait is how long a job waited from its submission to its first start.
+// StartWait is how long a job waited from its submission to its first start, or, with
+// Reclaim, from the decision to reclaim capacity for it to its start.
 type StartWait struct {
 	Queue, Share string
 	// Band is the job's schedulingPriority band: "0-9", "10-99", "100-999" or "1000+".
-	Band string
-	Wait time.Duration
+	Band    string
+	Wait    time.Duration
+	Reclaim bool
 }
 
 // priorityBand names a schedulingPriority's band, for a bounded metric label.

@@ -603,3 +603,46 @@ func TestJobCountsAndStartWaits(t *testing.T) {
 		t.Fatalf("waits again: %+v", w)
 	}
 }
+
+// TestReclaimWait: the time from the decision to reclaim lent capacity for a job to the
+// job's start is reported once, when it starts, under the owner's share.
+func TestReclaimWait(t *testing.T) {
+	s := fresh(t)
+	p := ok[quotashare.SchedulingPolicy](t)(s.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
+	ok[quotashare.Environment](t)(s.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 2}}}))
+	prio := 1
+	ok[quotashare.Queue](t)(s.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
+		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}}))
+	ok[quotashare.QuotaShare](t)(s.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+	hundred := 100
+	ok[quotashare.QuotaShare](t)(s.CreateShare(ShareInput{Name: "b", Queue: "q", Strategy: quotashare.LendAndBorrow, BorrowLimit: &hundred, InSharePreemption: "DISABLED",
+		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+	b1 := ok[quotashare.Job](t)(submitTo(s, "b1", "b", 1, 1))
+	b2 := ok[quotashare.Job](t)(submitTo(s, "b2", "b", 1, 1)) // borrows a's instance
+	step(s, time.Second)
+	_ = b1
+	s.TakeStartWaits()
+	a1 := ok[quotashare.Job](t)(submitTo(s, "a1", "a", 1, 1)) // reclaims it
+	step(s, time.Second)
+	if j, _ := s.Job(b2.ID); j.Current == nil || j.Current.Stop != quotashare.StopPreempted {
+		t.Fatalf("b2 was not reclaimed: %+v", j.Current)
+	}
+	step(s, 5*time.Second, quotashare.Report{JobID: b2.ID, AttemptID: b2.ID + "-1", State: quotashare.AttemptExited, Signalled: true})
+	var reclaims []StartWait
+	for _, w := range s.TakeStartWaits() {
+		if w.Reclaim {
+			reclaims = append(reclaims, w)
+		}
+	}
+	if len(reclaims) != 1 || reclaims[0].Share != "a" || reclaims[0].Wait < 5*time.Second || reclaims[0].Wait > 6*time.Second {
+		t.Fatalf("reclaim waits %+v, want one of about 5 s for share a", reclaims)
+	}
+	if j, _ := s.Job(a1.ID); j.Status != quotashare.Scheduled {
+		t.Fatalf("a1: %s", j.Status)
+	}
+	if len(s.reclaimAt) != 0 {
+		t.Errorf("reclaim times left behind: %v", s.reclaimAt)
+	}
+}

@@ -84,7 +84,9 @@ type State struct {
 	// most the next may remove, negative for SweepBatch (SetSweepBudget).
 	moreToSweep bool
 	budget      int
-	waits       []StartWait // first starts since TakeStartWaits
+	waits       []StartWait // first starts (and reclaims' starts) since TakeStartWaits
+	// reclaimAt is when capacity was first reclaimed for a waiting job, until it starts.
+	reclaimAt map[string]time.Time
 
 	dirty    map[recKey]bool
 	actions  []Action
@@ -139,7 +141,7 @@ func LoadDecoded(cfg Config, load func(fn func(Loaded) error) error) (*State, er
 	}
 	e := &State{cfg: cfg, policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
 		queues: map[string]*queueState{}, jobs: map[string]*quotashare.Job{}, tokens: map[string]string{}, dirty: map[recKey]bool{},
-		budget: -1, counters: newCounters(), strings: map[string]string{}, needs: map[quotashare.Demand][]quotashare.Demand{}}
+		budget: -1, counters: newCounters(), reclaimAt: map[string]time.Time{}, strings: map[string]string{}, needs: map[quotashare.Demand][]quotashare.Demand{}}
 	// A preemption's reason names the job it makes room for by name, then id.
 	e.cfg.Sched.JobText = func(id string) string {
 		if j := e.jobs[id]; j != nil {
@@ -488,6 +490,9 @@ func (e *State) pass(qs *queueState, now time.Time) {
 	}
 	for _, p := range plan.Preemptions {
 		e.preempt(e.jobs[p.JobID], p)
+		if _, ok := e.reclaimAt[p.ForJob]; p.Rule == sched.RuleReclaim && p.ForJob != "" && !ok {
+			e.reclaimAt[p.ForJob] = now // the owner's wait for its capacity begins
+		}
 	}
 	// A waiting job's reason follows from the scheduler's state, which a restart
 	// rebuilds: it is kept current in memory and written with the job's next real change,
@@ -562,7 +567,11 @@ func (e *State) start(j *quotashare.Job, st sched.Start, now time.Time) {
 	e.counters.Starts[ShareKey{nameOf(j.QueueARN), shareLabel(j.Share)}]++
 	j.Seq++
 	if j.Seq == 1 {
-		e.waits = append(e.waits, StartWait{nameOf(j.QueueARN), shareLabel(j.Share), priorityBand(j.Priority), now.Sub(j.CreatedAt)})
+		e.waits = append(e.waits, StartWait{nameOf(j.QueueARN), shareLabel(j.Share), priorityBand(j.Priority), now.Sub(j.CreatedAt), false})
+	}
+	if t, ok := e.reclaimAt[j.ID]; ok {
+		e.waits = append(e.waits, StartWait{nameOf(j.QueueARN), shareLabel(j.Share), priorityBand(j.Priority), now.Sub(t), true})
+		delete(e.reclaimAt, j.ID)
 	}
 	a := &quotashare.Attempt{ID: quotashare.AttemptID(j.ID, j.Seq), ScheduledAt: now, Borrowed: st.Borrowed}
 	j.Current = a
@@ -821,6 +830,7 @@ func (e *State) done(qs *queueState, j *quotashare.Job, status quotashare.JobSta
 	e.decide(Decision{Kind: strings.ToLower(string(status)), Queue: qs.q.Name, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Code: string(code), Reason: reason,
 		Text: fmt.Sprintf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)})
 	qs.setStatus(j, status)
+	delete(e.reclaimAt, j.ID)
 	reason = e.intern(reason) // kept for the retention: many jobs end for the same reason
 	e.setReason(j, code, reason, reason)
 	if n := len(j.Attempts); n > 0 {

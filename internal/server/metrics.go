@@ -27,6 +27,7 @@ type metrics struct {
 	records prometheus.Histogram
 	api     *prometheus.HistogramVec
 	wait    *prometheus.HistogramVec
+	reclaim *prometheus.HistogramVec
 	// logRequest, if set, hears each API request as instrument times it.
 	logRequest func(RequestLog)
 }
@@ -46,7 +47,10 @@ func newMetrics(engine func() *dispatch.Engine) *metrics {
 			Help: "Time from a job's submission to its first start, by queue, share and schedulingPriority band.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 12)},
 			[]string{"queue", "share", "priority_band"}),
 	}
-	m.reg.MustRegister(m.step, m.commit, m.records, m.api, m.wait, stateCollector{engine},
+	m.reclaim = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "quotashare_reclaim_start_seconds",
+		Help:    "Time from the decision to reclaim lent capacity for a job to the job's start (the victims' grace period and exit), by queue and the owner's share.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 4, 12)}, []string{"queue", "share"})
+	m.reg.MustRegister(m.step, m.commit, m.records, m.api, m.wait, m.reclaim, stateCollector{engine},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -64,6 +68,10 @@ func (m *metrics) Commit(d time.Duration, records int, err error) {
 
 func (m *metrics) Started(waits []control.StartWait) {
 	for _, w := range waits {
+		if w.Reclaim {
+			m.reclaim.WithLabelValues(w.Queue, w.Share).Observe(w.Wait.Seconds())
+			continue
+		}
 		m.wait.WithLabelValues(w.Queue, w.Share, w.Band).Observe(w.Wait.Seconds())
 	}
 }

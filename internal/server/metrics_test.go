@@ -101,6 +101,9 @@ func TestMetrics(t *testing.T) {
 	if got, ok := m("quotashare_share_jobs", "queue", "q", "share", "a", "status", "SUCCEEDED"); !ok || got != 1 {
 		t.Errorf("a's SUCCEEDED jobs: %v %v, want 1", got, ok)
 	}
+	if got, ok := m("quotashare_reclaim_start_seconds_count", "queue", "q", "share", "a"); !ok || got != 1 {
+		t.Errorf("a's reclaim-to-start timed: %v %v, want 1", got, ok)
+	}
 	if got, ok := m("quotashare_job_start_wait_seconds_count", "queue", "q", "share", "a", "priority_band", "0-9"); !ok || got != 1 {
 		t.Errorf("a's first starts timed: %v %v, want 1", got, ok)
 	}
