@@ -1,0 +1,203 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/quotashare/quotashare"
+)
+
+// timedExecutor runs each attempt for its job's run time (from the job's name: small,
+// medium or large) and reports it done, or stopped at once when preempted; it records
+// each start, for the benchmark's admission figures.
+type timedExecutor struct {
+	report func(quotashare.Report)
+	mu     sync.Mutex
+	timers map[string]*time.Timer
+	starts map[string]time.Time // job id -> first start
+	admits int
+}
+
+var kueueClasses = map[string]struct {
+	units    int
+	run      time.Duration
+	prio     int
+	every    time.Duration
+	perShare int
+}{
+	"small":  {1, 200 * time.Millisecond, 50, 100 * time.Millisecond, 350},
+	"medium": {5, 500 * time.Millisecond, 100, 500 * time.Millisecond, 100},
+	"large":  {20, time.Second, 200, 1200 * time.Millisecond, 50},
+}
+
+func (x *timedExecutor) Check(*quotashare.TrainingRequest) error { return nil }
+func (x *timedExecutor) Recover([]quotashare.AttemptSpec) error  { return nil }
+func (x *timedExecutor) Close() error                            { return nil }
+
+func (x *timedExecutor) Start(a quotashare.AttemptSpec) error {
+	class, _, _ := strings.Cut(a.JobName, "-")
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.admits++
+	if _, ok := x.starts[a.JobID]; !ok {
+		x.starts[a.JobID] = time.Now()
+	}
+	go x.report(quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptRunning})
+	x.timers[a.AttemptID] = time.AfterFunc(kueueClasses[class].run, func() {
+		x.report(quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptExited, Success: true, Reason: "Completed"})
+	})
+	return nil
+}
+
+func (x *timedExecutor) Stop(id string) error {
+	x.mu.Lock()
+	t := x.timers[id]
+	x.mu.Unlock()
+	if t != nil && t.Stop() {
+		jobID := id[:strings.LastIndexByte(id, '-')]
+		go x.report(quotashare.Report{JobID: jobID, AttemptID: id, State: quotashare.AttemptExited, Signalled: true, Reason: "stopped"})
+	}
+	return nil
+}
+
+// BenchmarkKueueShape plays Kueue's scheduler benchmark scenario through the API (plain
+// HTTP), translated as in the throughput issue: 5 queues (cohorts) of 6 LEND_AND_BORROW
+// shares of 20 instances each, borrowLimit 100 and in-share preemption on; per share 350
+// small jobs (1 instance, 200 ms, priority 50, one every 100 ms), 100 medium (5, 500 ms,
+// 100, every 500 ms) and 50 large (20, 1 s, 200, every 1.2 s); an in-process executor ends
+// each attempt after its run time. It reports the total time against the floor (work over
+// capacity), admissions per job, preemptions, the GPU-seconds preempted attempts had run,
+// and time to admission per class. Run with -benchtime 1x (it takes over a minute).
+func BenchmarkKueueShape(b *testing.B) {
+	for b.Loop() {
+		kueueShape(b)
+	}
+}
+
+func kueueShape(b *testing.B) {
+	x := &timedExecutor{timers: map[string]*time.Timer{}, starts: map[string]time.Time{}}
+	cfg := Config{Addr: "127.0.0.1:0", Data: b.TempDir(), Logf: func(string, ...any) {}, RetainFinished: -1}
+	cfg.NewExecutor = func(r func(quotashare.Report)) (quotashare.Executor, error) { x.report = r; return x, nil }
+	s, err := Start(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	c := newClient(s.URL)
+	t := &testing.T{}
+	const queues, shares, limit = 5, 6, 20
+	for q := range queues {
+		var sh []*batch.CreateQuotaShareInput
+		for i := range shares {
+			sh = append(sh, share(fmt.Sprintf("cq%d", i), "LEND_AND_BORROW", limit, aws.Int32(100), true))
+		}
+		setup(t, c, fmt.Sprintf("cohort%d", q), shares*limit, sh...)
+	}
+	if t.Failed() {
+		b.Fatal("setup failed")
+	}
+	type sub struct {
+		id, class string
+		at        time.Time
+	}
+	var mu sync.Mutex
+	var subs []sub
+	var work float64 // instance-seconds
+	hc := &http.Client{}
+	post := func(body string) string {
+		resp, err := hc.Post(s.URL+"/v1/submitservicejob", "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Error(err)
+			return ""
+		}
+		defer resp.Body.Close()
+		var out struct {
+			JobID string `json:"jobId"`
+		}
+		json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != 200 {
+			msg, _ := io.ReadAll(resp.Body)
+			b.Errorf("submit: %d %s", resp.StatusCode, msg)
+		}
+		return out.JobID
+	}
+	began := time.Now()
+	var wg sync.WaitGroup
+	for q := range queues {
+		for i := range shares {
+			for class, k := range kueueClasses {
+				work += float64(k.perShare*k.units) * k.run.Seconds()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					tick := time.NewTicker(k.every)
+					defer tick.Stop()
+					pl := fmt.Sprintf(`{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":%d}}`, k.units)
+					for n := range k.perShare {
+						body := fmt.Sprintf(`{"jobName":"%s-%d-%d-%d","jobQueue":"cohort%d","serviceJobType":"SAGEMAKER_TRAINING","quotaShareName":"cq%d","schedulingPriority":%d,"serviceRequestPayload":%q}`,
+							class, q, i, n, q, i, k.prio, pl)
+						at := time.Now()
+						if id := post(body); id != "" {
+							mu.Lock()
+							subs = append(subs, sub{id, class, at})
+							mu.Unlock()
+						}
+						<-tick.C
+					}
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	// Until every job has succeeded.
+	for {
+		m := s.Engine().Metrics()
+		done := int64(0)
+		for k, n := range m.Counters.Ended {
+			if k.Status == quotashare.Succeeded {
+				done += n
+			}
+		}
+		if done == int64(len(subs)) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	total := time.Since(began)
+	m := s.Engine().Metrics()
+	var preemptions int64
+	for _, n := range m.Counters.Preemptions {
+		preemptions += n
+	}
+	var lostGPU float64
+	for _, r := range m.Counters.PreemptedRun {
+		lostGPU += r.GPUSeconds
+	}
+	floor := work / float64(queues*shares*limit)
+	x.mu.Lock()
+	admissions := x.admits
+	waits := map[string][]time.Duration{}
+	for _, sb := range subs {
+		waits[sb.class] = append(waits[sb.class], x.starts[sb.id].Sub(sb.at))
+	}
+	x.mu.Unlock()
+	b.ReportMetric(total.Seconds(), "total-s")
+	b.ReportMetric(total.Seconds()/floor, "x-floor")
+	b.ReportMetric(float64(admissions)/float64(len(subs)), "admissions/job")
+	b.ReportMetric(float64(preemptions), "preemptions")
+	b.ReportMetric(lostGPU, "gpu-s-lost")
+	for class, w := range waits {
+		slices.Sort(w)
+		b.ReportMetric(w[len(w)/2].Seconds(), class+"-p50-s")
+		b.ReportMetric(w[len(w)*99/100].Seconds(), class+"-p99-s")
+	}
+}
