@@ -74,24 +74,40 @@ func fifoNeed(need []quotashare.Demand) []quotashare.Demand {
 	return []quotashare.Demand{{InstanceType: numInstances, Count: n}}
 }
 
-// waitReason is why a job of the queue waits, as the core says it, in a FIFO queue's
-// words: it has no shares, so a share at its limit is the environment out of free
-// instances, and a job bigger than the share is one bigger than the environment.
-func (qs *queueState) waitReason(r sched.Reason) (code sched.ReasonCode, detail, statusReason string) {
-	if !qs.fifo() {
-		return r.Code, r.Text(), r.String()
+// waitCode is the code of why a job of the queue waits, as the core says it, in a FIFO
+// queue's terms: it has no shares, so a share at its limit is the environment out of free
+// instances, and a job bigger than the share is one bigger than the environment. It
+// renders no text: a pass sets the code of every waiting job it looks at.
+func (qs *queueState) waitCode(r sched.Reason) sched.ReasonCode {
+	if qs.fifo() {
+		switch r.Code {
+		case sched.ReasonShareAtLimit:
+			return sched.ReasonNoFreeCapacity
+		case sched.ReasonShareLimitExceeded:
+			return sched.ReasonEnvironmentMax
+		}
 	}
+	return r.Code
+}
+
+// waitReason renders why a job of the queue waits: its detail and statusReason, in a
+// FIFO queue's terms (see waitCode).
+func (qs *queueState) waitReason(r sched.Reason) (detail, statusReason string) {
+	if !qs.fifo() {
+		return r.Text(), r.String()
+	}
+	code := qs.waitCode(r)
 	switch r.Code {
 	case sched.ReasonShareAtLimit:
-		code, detail = sched.ReasonNoFreeCapacity, fmt.Sprintf("the environment of FIFO queue %s has %d of its %d instances (NUM_INSTANCES) in use; the job needs %d",
+		detail = fmt.Sprintf("the environment of FIFO queue %s has %d of its %d instances (NUM_INSTANCES) in use; the job needs %d",
 			qs.q.Name, r.InUse, r.Limit, r.Need)
 	case sched.ReasonShareLimitExceeded:
-		code, detail = sched.ReasonEnvironmentMax, fmt.Sprintf("the job needs %d instances; the environment of FIFO queue %s has %d (NUM_INSTANCES)",
+		detail = fmt.Sprintf("the job needs %d instances; the environment of FIFO queue %s has %d (NUM_INSTANCES)",
 			r.Need, qs.q.Name, r.Limit)
 	default:
-		code, detail = r.Code, strings.ReplaceAll(r.Text(), "share "+fifoShare, "FIFO queue "+qs.q.Name)
+		detail = strings.ReplaceAll(r.Text(), "share "+fifoShare, "FIFO queue "+qs.q.Name)
 	}
-	return code, detail, string(code) + " - " + detail
+	return detail, string(code) + " - " + detail
 }
 
 // shareLabel names a job's share in counters and metrics: a FIFO queue's jobs have none,

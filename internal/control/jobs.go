@@ -249,7 +249,7 @@ func (e *State) cloneJob(j *quotashare.Job) quotashare.Job {
 		// A waiting reason the scheduler gives (setWaiting): rendered now.
 		if qs := e.queues[j.QueueARN]; qs != nil {
 			if r, ok := qs.sched.Reason(j.ID); ok {
-				_, c.ReasonDetail, c.StatusReason = qs.waitReason(r)
+				c.ReasonDetail, c.StatusReason = qs.waitReason(r)
 			}
 		}
 	}

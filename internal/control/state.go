@@ -519,7 +519,7 @@ func (e *State) pass(qs *queueState, now time.Time) {
 func (e *State) setWaiting(j *quotashare.Job, r sched.Reason) {
 	code := r.Code
 	if qs := e.queues[j.QueueARN]; qs != nil {
-		code, _, _ = qs.waitReason(r)
+		code = qs.waitCode(r)
 	}
 	e.setReason(j, quotashare.ReasonCode(e.intern(string(code))), "", "")
 	if r.Code != sched.ReasonExecutorCapacity {
