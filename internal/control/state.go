@@ -591,11 +591,7 @@ func borrowText(b []quotashare.Demand) string {
 	if len(b) == 0 {
 		return ""
 	}
-	var parts []string
-	for _, d := range b {
-		parts = append(parts, d.String())
-	}
-	return " (borrowing " + strings.Join(parts, ", ") + " of other shares' idle capacity)"
+	return " (borrowing " + demandsText(b) + " of other shares' idle capacity)"
 }
 
 func (e *State) spec(j *quotashare.Job) quotashare.AttemptSpec {
