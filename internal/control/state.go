@@ -131,7 +131,7 @@ func LoadDecoded(cfg Config, load func(fn func(Loaded) error) error) (*State, er
 		cfg.CapacityBackoff = time.Second
 	}
 	if cfg.GPUsPerInstance == nil {
-		cfg.GPUsPerInstance = func(t string) int { return trainingjob.InstanceTypes[t].GPUs }
+		cfg.GPUsPerInstance = func(t string) int { return trainingjob.GPUsPer(nil, t) }
 	}
 	if cfg.SweepBatch <= 0 {
 		cfg.SweepBatch = 1000

@@ -133,10 +133,7 @@ func New(cfg Config) (*Executor, error) {
 
 // GPUsFor returns how many GPUs one instance of the type gets.
 func (x *Executor) GPUsFor(instanceType string) int {
-	if n, ok := x.cfg.GPUTable[instanceType]; ok {
-		return n
-	}
-	return trainingjob.InstanceTypes[instanceType].GPUs
+	return trainingjob.GPUsPer(x.cfg.GPUTable, instanceType)
 }
 
 // Check says whether this executor can run the request.

@@ -28,3 +28,12 @@ var InstanceTypes = map[string]Size{
 	"ml.p4d.24xlarge": {8, 96, 1152}, "ml.p4de.24xlarge": {8, 96, 1152},
 	"ml.p5.48xlarge": {8, 192, 2048}, "ml.p5e.48xlarge": {8, 192, 2048}, "ml.p5en.48xlarge": {8, 192, 2048},
 }
+
+// GPUsPer returns how many GPUs one instance of the type has: table's count when it names
+// the type (a server's --gpu-table), else the built-in InstanceTypes' (0 if unknown).
+func GPUsPer(table map[string]int, instanceType string) int {
+	if n, ok := table[instanceType]; ok {
+		return n
+	}
+	return InstanceTypes[instanceType].GPUs
+}
