@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -166,13 +167,7 @@ func nameAfterSlash(s string) string { return s[strings.LastIndexByte(s, '/')+1:
 
 func sharesText(m map[string][]string) string {
 	var parts []string
-	for _, q := range slices.Sorted(func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, q := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, q+"/{"+strings.Join(m[q], ",")+"}")
 	}
 	return strings.Join(parts, " ")
