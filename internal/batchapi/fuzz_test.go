@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/dispatch"
 	"github.com/quotashare/quotashare/internal/sqlite"
 )
@@ -27,7 +28,7 @@ func FuzzRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	e, err := dispatch.Open(dispatch.Config{Store: st, Logf: func(string, ...any) {}})
+	e, err := dispatch.Open(dispatch.Config{Store: st, Control: control.Config{Logf: func(string, ...any) {}}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/sqlite"
 )
 
@@ -62,7 +63,7 @@ func TestCapacityRefusalBacksOff(t *testing.T) {
 			t.Fatal(err)
 		}
 		x := &refuser{starts: map[string]int{}, specs: map[string]quotashare.AttemptSpec{}}
-		e, err := Open(Config{Store: st, Tick: time.Second, Logf: t.Logf, CapacityBackoff: time.Second, CapacityBackoffMax: 16 * time.Second})
+		e, err := Open(Config{Store: st, Control: control.Config{Tick: time.Second, Logf: t.Logf, CapacityBackoff: time.Second, CapacityBackoffMax: 16 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +151,7 @@ func TestSubmitDuringRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := Open(Config{Store: st, Tick: time.Hour, Logf: t.Logf})
+	e, err := Open(Config{Store: st, Control: control.Config{Tick: time.Hour, Logf: t.Logf}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,39 +31,16 @@ import (
 
 // Config configures an Engine.
 type Config struct {
-	Store quotashare.Store
+	// Control configures the state machine: region and account, the core, the tick,
+	// logs and decisions, capacity backoff, retention, instance types (control.Config).
+	// Open defaults its NewID to random UUIDs, its Tick to 1s and its Logf to log.Printf.
+	Control control.Config
+	Store   quotashare.Store
 	// Holder names this server in the store's writer lease, which Open takes: a second
 	// server on the same store is refused with the holder's pid and address.
 	Holder quotashare.LeaseHolder
-	// Region and Account go into ARNs (defaults us-east-1 and 000000000000).
-	Region, Account string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// NewID makes job ids (default: random UUIDs).
-	NewID func() string
-	// Sched tunes every queue's scheduler; Sched.MaxShares is the shares per queue (20).
-	Sched sched.Config
-	// Tick is how often every queue gets a scheduling pass even without events, for the
-	// head-of-line timeout and jobStateTimeLimitActions (default 1s).
-	Tick time.Duration
-	// Logf logs what an operator should know (default log.Printf).
-	Logf func(format string, args ...any)
-	// Decide, if set, hears every scheduling decision as data (structured logs); else
-	// each is a Logf line.
-	Decide func(Decision)
-	// CapacityBackoff is how long a job waits after the executor's first refusal of its
-	// attempt for lack of capacity; each refusal in a row doubles it, up to
-	// CapacityBackoffMax (defaults 1 s and 2 min). A change of the executor's capacity
-	// (an attempt exits) ends every such wait at once.
-	CapacityBackoff, CapacityBackoffMax time.Duration
-	// RetainFinished is how long a finished job is kept before it is removed, with its
-	// attempts' output (zero: for ever).
-	RetainFinished time.Duration
-	// InstanceType says whether capacity limits may name an instance type (nil: any).
-	InstanceType func(name string) bool
-	// GPUsPerInstance gives one instance's GPUs, for the GPU-seconds preemptions cost
-	// (nil: the built-in SageMaker table).
-	GPUsPerInstance func(instanceType string) int
 	// LoadProgress, if set, hears how many records a load of the store (Open, or a reload
 	// after a failed commit) has read so far, every few hundred.
 	LoadProgress func(records int)
@@ -96,12 +73,6 @@ func (e *Engine) Metrics() Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return Metrics{Counters: e.st.Counters(), Usage: e.st.AllUsage(), Passes: e.st.Passes(), Retained: e.st.Retained(), Jobs: e.st.JobCounts()}
-}
-
-func (c Config) control() control.Config {
-	return control.Config{Region: c.Region, Account: c.Account, NewID: c.NewID, Sched: c.Sched, Tick: c.Tick, Logf: c.Logf,
-		CapacityBackoff: c.CapacityBackoff, CapacityBackoffMax: c.CapacityBackoffMax, RetainFinished: c.RetainFinished,
-		InstanceType: c.InstanceType, GPUsPerInstance: c.GPUsPerInstance, Decide: c.Decide}
 }
 
 // Engine runs the server's state. Its methods are safe for concurrent use.
@@ -149,14 +120,14 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.NewID == nil {
-		cfg.NewID = newUUID
+	if cfg.Control.NewID == nil {
+		cfg.Control.NewID = newUUID
 	}
-	if cfg.Tick <= 0 {
-		cfg.Tick = time.Second
+	if cfg.Control.Tick <= 0 {
+		cfg.Control.Tick = time.Second
 	}
-	if cfg.Logf == nil {
-		cfg.Logf = log.Printf
+	if cfg.Control.Logf == nil {
+		cfg.Control.Logf = log.Printf
 	}
 	e := &Engine{cfg: cfg, kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		actq: make(chan []func(quotashare.Executor), 256), actDone: make(chan struct{}),
@@ -183,7 +154,7 @@ func Open(cfg Config) (*Engine, error) {
 }
 
 func (e *Engine) load() (*control.State, error) {
-	return control.LoadDecoded(e.cfg.control(), func(fn func(control.Loaded) error) error {
+	return control.LoadDecoded(e.cfg.Control, func(fn func(control.Loaded) error) error {
 		return loadParallel(context.Background(), e.cfg.Store, fn, e.cfg.LoadProgress)
 	})
 }
@@ -244,10 +215,10 @@ func (e *Engine) prune(f quotashare.Forgetter) {
 		return keep
 	})
 	if err != nil {
-		e.cfg.Logf("quotashare: removing the output of removed jobs' attempts: %v", err)
+		e.cfg.Control.Logf("quotashare: removing the output of removed jobs' attempts: %v", err)
 	}
 	if n > 0 {
-		e.cfg.Logf("quotashare: removed the output of %d attempt(s) whose job was already removed", n)
+		e.cfg.Control.Logf("quotashare: removed the output of %d attempt(s) whose job was already removed", n)
 	}
 }
 
@@ -356,7 +327,7 @@ func (e *Engine) Close() {
 	e.pruning.Wait()
 	e.releaseOnce.Do(func() {
 		if err := e.cfg.Store.Release(context.Background(), e.lease); err != nil {
-			e.cfg.Logf("quotashare: releasing the store's lease: %v", err)
+			e.cfg.Control.Logf("quotashare: releasing the store's lease: %v", err)
 		}
 	})
 }
@@ -376,7 +347,7 @@ func (e *Engine) refuse() error {
 	if e.deposed {
 		return quotashare.Errorf(quotashare.Internal, "this server has stopped: it lost its lease on the store to another server (%v)", e.broken)
 	}
-	return quotashare.Errorf(quotashare.Internal, "the server cannot write to its store (%v); it retries every %v", e.broken, e.cfg.Tick)
+	return quotashare.Errorf(quotashare.Internal, "the server cannot write to its store (%v); it retries every %v", e.broken, e.cfg.Control.Tick)
 }
 
 // run calls a command with the state locked, at the clock's time. The command validates
@@ -425,7 +396,7 @@ func (e *Engine) commitLoop() {
 		close(e.actq) // the calls of what was committed still happen
 		<-e.actDone
 	}()
-	tick := time.NewTicker(e.cfg.Tick)
+	tick := time.NewTicker(e.cfg.Control.Tick)
 	defer tick.Stop()
 	for {
 		ticked := false
@@ -533,7 +504,7 @@ func (e *Engine) call(a control.Action) func(quotashare.Executor) {
 		return func(x quotashare.Executor) {
 			if f, ok := x.(quotashare.Forgetter); ok {
 				if err := f.Forget(ids); err != nil {
-					e.cfg.Logf("quotashare: removing the output of attempts %s: %v", strings.Join(ids, ", "), err)
+					e.cfg.Control.Logf("quotashare: removing the output of attempts %s: %v", strings.Join(ids, ", "), err)
 				}
 			}
 		}
@@ -541,7 +512,7 @@ func (e *Engine) call(a control.Action) func(quotashare.Executor) {
 	id := a.Stop
 	return func(x quotashare.Executor) {
 		if err := x.Stop(id); err != nil {
-			e.cfg.Logf("quotashare: stopping attempt %s: %v (the executor retries on its next report)", id, err)
+			e.cfg.Control.Logf("quotashare: stopping attempt %s: %v (the executor retries on its next report)", id, err)
 		}
 	}
 }
@@ -553,7 +524,7 @@ func (e *Engine) call(a control.Action) func(quotashare.Executor) {
 func (e *Engine) parse(spec *quotashare.AttemptSpec) {
 	req, err := trainingjob.Parse(spec.Payload)
 	if err != nil {
-		e.cfg.Logf("quotashare: job %s: its stored payload no longer parses: %v", spec.JobID, err)
+		e.cfg.Control.Logf("quotashare: job %s: its stored payload no longer parses: %v", spec.JobID, err)
 		return
 	}
 	spec.Request = req
@@ -575,10 +546,10 @@ func (e *Engine) failed(err error, waiters []chan error) {
 	e.mu.Unlock()
 	var reply error
 	if e.deposed {
-		e.cfg.Logf("quotashare: stopping: %v", err)
+		e.cfg.Control.Logf("quotashare: stopping: %v", err)
 		reply = quotashare.Errorf(quotashare.Internal, "the change was not stored: this server lost its lease on the store to another server (%v)", err)
 	} else {
-		e.cfg.Logf("quotashare: store commit failed, reloading the state from the store: %v", err)
+		e.cfg.Control.Logf("quotashare: store commit failed, reloading the state from the store: %v", err)
 		reply = quotashare.Errorf(quotashare.Internal, "the change could not be stored, and nothing of it was done: %v", err)
 	}
 	if !e.deposed {
@@ -595,7 +566,7 @@ func (e *Engine) failed(err error, waiters []chan error) {
 func (e *Engine) reload() bool {
 	st, err := e.load()
 	if err != nil {
-		e.cfg.Logf("quotashare: reloading the state from the store failed, retrying: %v", err)
+		e.cfg.Control.Logf("quotashare: reloading the state from the store failed, retrying: %v", err)
 		return false
 	}
 	e.mu.Lock()
@@ -604,8 +575,8 @@ func (e *Engine) reload() bool {
 	e.broken = nil
 	e.mu.Unlock()
 	if err := e.recoverAttempts(); err != nil {
-		e.cfg.Logf("quotashare: recovering the attempts after a reload: %v", err)
+		e.cfg.Control.Logf("quotashare: recovering the attempts after a reload: %v", err)
 	}
-	e.cfg.Logf("quotashare: the state was reloaded from the store; writes are taken again")
+	e.cfg.Control.Logf("quotashare: the state was reloaded from the store; writes are taken again")
 	return true
 }

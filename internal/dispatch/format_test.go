@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/storetest"
 )
 
@@ -24,10 +25,10 @@ import (
 func fixtureState(t *testing.T, m *storetest.Memory, region string) *Engine {
 	t.Helper()
 	n := 0
-	e, err := Open(Config{Store: m.Open(), Region: region, Logf: t.Logf, NewID: func() string {
+	e, err := Open(Config{Store: m.Open(), Control: control.Config{Region: region, Logf: t.Logf, NewID: func() string {
 		n++
 		return fmt.Sprintf("00000000-0000-4000-8000-%012d", n)
-	}})
+	}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +287,7 @@ func TestRegionChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, name := range []string{"stored-v0.json", "stored-v1.json"} {
 			m := loadFixture(t, name)
-			e, err := Open(Config{Store: m.Open(), Region: "eu-west-1", Account: "123456789012", Logf: t.Logf})
+			e, err := Open(Config{Store: m.Open(), Control: control.Config{Region: "eu-west-1", Account: "123456789012", Logf: t.Logf}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -60,7 +60,7 @@ func TestRetentionForgets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := storetest.NewMemory()
 		x := &forgetful{}
-		e := openWith(t, m, x, func(c *Config) { c.RetainFinished = time.Hour })
+		e := openWith(t, m, x, func(c *Config) { c.Control.RetainFinished = time.Hour })
 		setupQueue(t, e, 2)
 		done := mustOK[quotashare.Job](t)(submit(e, "done"))
 		kept := mustOK[quotashare.Job](t)(submit(e, "kept"))
@@ -95,7 +95,7 @@ func TestRetentionForgets(t *testing.T) {
 		// A restart: the removal is durable, and Prune removes a folder left of a removed
 		// job while keeping the running job's.
 		x2 := &forgetful{folders: []string{done.ID + "-1", kept.ID + "-1", "not-an-attempt"}}
-		e2 := openWith(t, m, x2, func(c *Config) { c.RetainFinished = time.Hour })
+		e2 := openWith(t, m, x2, func(c *Config) { c.Control.RetainFinished = time.Hour })
 		synctest.Wait()
 		if _, err := e2.Job(done.ID); quotashare.KindOf(err) != quotashare.NotFound {
 			t.Fatalf("after the restart: %v, want NotFound", err)
@@ -117,7 +117,7 @@ func TestRetentionForgets(t *testing.T) {
 func TestSweepBacklog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 2500
-		e := openWith(t, storetest.NewMemory(), idle{}, func(c *Config) { c.RetainFinished = time.Hour; c.Tick = time.Hour })
+		e := openWith(t, storetest.NewMemory(), idle{}, func(c *Config) { c.Control.RetainFinished = time.Hour; c.Control.Tick = time.Hour })
 		setupQueue(t, e, n)
 		var ids []string
 		for i := range n {

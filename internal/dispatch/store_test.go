@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/storetest"
 )
 
@@ -54,7 +55,7 @@ func openMemory(t *testing.T, m *storetest.Memory, x quotashare.Executor) *Engin
 // openWith is openMemory with changes to the configuration.
 func openWith(t *testing.T, m *storetest.Memory, x quotashare.Executor, change func(*Config)) *Engine {
 	t.Helper()
-	cfg := Config{Store: m.Open(), Holder: quotashare.LeaseHolder{ID: "test", PID: 1, Addr: "127.0.0.1:1"}, Logf: t.Logf}
+	cfg := Config{Store: m.Open(), Holder: quotashare.LeaseHolder{ID: "test", PID: 1, Addr: "127.0.0.1:1"}, Control: control.Config{Logf: t.Logf}}
 	change(&cfg)
 	e, err := Open(cfg)
 	if err != nil {

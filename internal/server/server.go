@@ -25,6 +25,7 @@ import (
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/batchapi"
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/dispatch"
 	"github.com/quotashare/quotashare/internal/procexec"
 	"github.com/quotashare/quotashare/internal/sched"
@@ -202,14 +203,10 @@ func Start(cfg Config) (*Server, error) {
 	mets := newMetrics(func() *dispatch.Engine { return engine })
 	mets.logRequest = cfg.LogRequest
 	stopLog := logLoading(cfg.Logf, &loaded, began)
-	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf, Decide: cfg.Decide,
-		Observe: mets, RetainFinished: retention(cfg.RetainFinished), InstanceType: knownTypes(cfg),
-		GPUsPerInstance: func(t string) int {
-			if n, ok := cfg.GPUTable[t]; ok {
-				return n
-			}
-			return trainingjob.InstanceTypes[t].GPUs
-		}, LoadProgress: func(n int) { loaded.Store(int64(n)) }})
+	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Observe: mets, LoadProgress: func(n int) { loaded.Store(int64(n)) },
+		Control: control.Config{Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf, Decide: cfg.Decide,
+			RetainFinished: retention(cfg.RetainFinished), InstanceType: knownTypes(cfg),
+			GPUsPerInstance: func(t string) int { return trainingjob.GPUsPer(cfg.GPUTable, t) }}})
 	stopLog()
 	if err != nil {
 		store.Close()
