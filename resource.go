@@ -2,6 +2,8 @@ package quotashare
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -175,3 +177,14 @@ type Job struct {
 
 // AttemptID names a job's n-th attempt (from 1): its training job name, and its folder.
 func AttemptID(jobID string, n int) string { return fmt.Sprintf("%s-%d", jobID, n) }
+
+// ParseAttemptID splits an attempt id made by AttemptID into its job id and number; ok is
+// false for a name that is not of that form.
+func ParseAttemptID(id string) (jobID string, n int, ok bool) {
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 || i+1 == len(id) || strings.Trim(id[i+1:], "0123456789") != "" {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(id[i+1:])
+	return id[:i], n, err == nil
+}

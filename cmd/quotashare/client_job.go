@@ -166,8 +166,8 @@ func describeCmd(args []string, stdout, stderr io.Writer) error {
 	line("reason", v.StatusReason)
 	for _, a := range v.Attempts {
 		// Numbered as their ids are (<job id>-N): preempted attempts take numbers too.
-		n := a.Attempt[strings.LastIndexByte(a.Attempt, '-')+1:]
-		line("attempt "+n, a.Attempt+": "+a.StartedAt+" to "+a.StoppedAt+": "+a.StatusReason)
+		_, n, _ := quotashare.ParseAttemptID(a.Attempt)
+		line("attempt "+strconv.Itoa(n), a.Attempt+": "+a.StartedAt+" to "+a.StoppedAt+": "+a.StatusReason)
 	}
 	if v.PreemptedCount > 0 {
 		line("preempted", fmt.Sprintf("%d time(s); the latest first:", v.PreemptedCount))

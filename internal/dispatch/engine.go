@@ -203,13 +203,13 @@ func (e *Engine) prune(f quotashare.Forgetter) {
 			return true // closing: the next start goes on
 		default:
 		}
-		i := strings.LastIndexByte(attemptID, '-')
-		if i <= 0 || strings.Trim(attemptID[i+1:], "0123456789") != "" || i+1 == len(attemptID) {
+		jobID, _, ok := quotashare.ParseAttemptID(attemptID)
+		if !ok {
 			return true // not an attempt's (<job id>-<number>): left alone
 		}
 		keep := true
 		e.read(func(s *control.State) error {
-			keep = s.HasJob(attemptID[:i])
+			keep = s.HasJob(jobID)
 			return nil
 		})
 		return keep

@@ -63,7 +63,7 @@ func (x *timedExecutor) Stop(id string) error {
 	t := x.timers[id]
 	x.mu.Unlock()
 	if t != nil && t.Stop() {
-		jobID := id[:strings.LastIndexByte(id, '-')]
+		jobID, _, _ := quotashare.ParseAttemptID(id)
 		go x.report(quotashare.Report{JobID: jobID, AttemptID: id, State: quotashare.AttemptExited, Signalled: true, Reason: "stopped"})
 	}
 	return nil
