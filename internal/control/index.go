@@ -102,7 +102,8 @@ func lowerASCII(c byte) byte {
 	return c
 }
 
-func (x *jobIndex) tree(m map[shareStatus]*jobTree, k shareStatus) *jobTree {
+// treeIn is the tree under k, made when there is none yet.
+func treeIn[K comparable](m map[K]*jobTree, k K) *jobTree {
 	t := m[k]
 	if t == nil {
 		t = newJobTree()
@@ -111,21 +112,17 @@ func (x *jobIndex) tree(m map[shareStatus]*jobTree, k shareStatus) *jobTree {
 	return t
 }
 
-func (x *jobIndex) statusTree(s quotashare.JobStatus) *jobTree {
-	t := x.byStatus[s]
-	if t == nil {
-		t = newJobTree()
-		x.byStatus[s] = t
-	}
-	return t
-}
-
-// add indexes a job under its status.
+// add indexes a job.
 func (x *jobIndex) add(j *quotashare.Job) {
-	x.statusTree(j.Status).Insert(j)
-	x.tree(x.byShareStatus, shareStatus{j.Share, j.Status}).Insert(j)
+	x.status(j)
 	x.byName.Insert(j)
 	x.track(j)
+}
+
+// status indexes a job under its status (unstatus takes it out).
+func (x *jobIndex) status(j *quotashare.Job) {
+	treeIn(x.byStatus, j.Status).Insert(j)
+	treeIn(x.byShareStatus, shareStatus{j.Share, j.Status}).Insert(j)
 }
 
 // remove takes a job out of every index.
@@ -157,8 +154,7 @@ func (qs *queueState) setStatus(j *quotashare.Job, s quotashare.JobStatus) {
 	qs.index.untrack(j)
 	qs.index.unstatus(j)
 	j.Status = s
-	qs.index.statusTree(s).Insert(j)
-	qs.index.tree(qs.index.byShareStatus, shareStatus{j.Share, s}).Insert(j)
+	qs.index.status(j)
 	qs.index.track(j)
 }
 
@@ -182,10 +178,10 @@ func probe(name string, at int64) *quotashare.Job {
 // descend collects up to n jobs of the tree created at or before from (0: any), newest
 // first, that keep says to keep; it stops early when stop says so.
 func descend(t *jobTree, from int64, n int, keep, stop func(*quotashare.Job) bool) []*quotashare.Job {
-	var out []*quotashare.Job
 	if t == nil {
 		return nil
 	}
+	var out []*quotashare.Job
 	t.DescendKey(probe("", from), func(j *quotashare.Job) bool {
 		if stop != nil && stop(j) {
 			return false
