@@ -542,8 +542,11 @@ func (e *State) say(j *quotashare.Job, code quotashare.ReasonCode, sep, detail s
 // from them. Every change of a job's reason goes through it (its code places a waiting
 // job in the time-limit index).
 func (e *State) setReason(j *quotashare.Job, code quotashare.ReasonCode, detail, statusReason string) {
-	qs := e.queues[j.QueueARN]
-	if qs == nil || j.ReasonCode == code {
+	qs := (*queueState)(nil)
+	if j.ReasonCode != code { // a new code may move the job in the time-limit index
+		qs = e.queues[j.QueueARN]
+	}
+	if qs == nil {
 		j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, statusReason
 		return
 	}
