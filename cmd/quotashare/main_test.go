@@ -57,6 +57,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"serve", "--max-log-bytes", "-1"}, "--max-log-bytes: -1 must not be negative"},
 		{[]string{"serve", "--executor", "k8s"}, `--executor: "k8s" must be local or kubernetes`},
 		{[]string{"serve", "--unstaged-channels", "maybe"}, `--unstaged-channels: "maybe" must be refuse or allow`},
+		{[]string{"serve", "--containment", "jail"}, `--containment: "jail" must be auto, cgroup or subreaper`},
 		{[]string{"serve", "--namespace", "x"}, "--kubeconfig, --namespace and --kube-options need --executor kubernetes"},
 		{[]string{"serve", "--executor", "kubernetes", "--kube-options", badKube}, `--kube-options: tolerations[0].operator: "Maybe" must be Exists or Equal`},
 		{[]string{"serve", "--executor", "kubernetes", "--namespace", "Bad_NS"}, `namespace: "Bad_NS" is not a namespace name`},

@@ -63,6 +63,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	unstaged := fs.String("unstaged-channels", "refuse", "local executor: refuse payloads whose InputDataConfig channels name data not on this host, or allow them (the job fetches its own data)")
 	initData := fs.Bool("init", false, "start on a data folder whose database is missing or empty although its attempts/ shows prior use (it would otherwise be refused)")
 	insecure := fs.Bool("insecure-no-auth", false, "allow an --addr beyond loopback without --credentials (anyone who reaches it can run commands here)")
+	containment := fs.String("containment", procexec.ContainAuto, "local executor: how each instance's processes are held so that none outlives it: auto (a cgroup v2 per instance where the host allows it, else a subreaper supervisor walking its descendants), cgroup (required), or subreaper")
 	executor := fs.String("executor", "local", "where attempts run: local (processes on this host) or kubernetes (Pods)")
 	kubeconfig := fs.String("kubeconfig", "", "kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster configuration of a Pod)")
 	namespace := fs.String("namespace", "", "kubernetes: namespace of the Pods (default: the options file's, else default)")
@@ -83,7 +84,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		*retain = -1 // for ever
 	}
 	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace, Credentials: *creds, RetainFinished: *retain,
-		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData, UnstagedChannels: *unstaged == "allow"}
+		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData, UnstagedChannels: *unstaged == "allow", Containment: *containment}
 	cfg.GPUs = splitList(*gpus)
 	if *gpus == "" {
 		cfg.GPUs = detectGPUs()
@@ -130,6 +131,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--executor: %q must be local or kubernetes", *executor)
 	case *unstaged != "refuse" && *unstaged != "allow":
 		return fmt.Errorf("--unstaged-channels: %q must be refuse or allow", *unstaged)
+	case *containment != procexec.ContainAuto && *containment != procexec.ContainCgroup && *containment != procexec.ContainSubreaper:
+		return fmt.Errorf("--containment: %q must be auto, cgroup or subreaper", *containment)
 	case !kube && (*kubeconfig != "" || *namespace != "" || *kubeOptions != ""):
 		return fmt.Errorf("--kubeconfig, --namespace and --kube-options need --executor kubernetes")
 	case kube:
@@ -185,8 +188,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	} else {
 		announce("GPUs handed out to instances: %s", strings.Join(cfg.GPUs, ","))
 	}
-	if !kube {
-		announce("jobs are contained by process group and by an environment mark (QUOTASHARE_INSTANCE); no cgroup")
+	if c := s.Containment(); c != "" {
+		announce("each instance's processes are held by %s", c)
 	}
 	if *example {
 		go func() {

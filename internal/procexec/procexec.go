@@ -3,13 +3,17 @@
 // ContainerEntrypoint + ContainerArguments, each in its own process group and working
 // folder, with SageMaker's usual environment and its share of the host's GPUs.
 //
-// Every instance runs under a small sh supervisor that writes the program's exit code to
-// a file when it ends, so the status of a process survives a crash of the server: after
-// a restart, Recover adopts the processes still alive (checked by pid and start time, so a
-// reused pid is never taken for ours) and reads the exit code of those that ended.
+// Every instance runs under a supervisor (this binary again, see supervisor.go) that
+// holds all of the job's processes, in a cgroup v2 of their own where the host allows it
+// and as its descendants (a child subreaper) always, and writes the program's exit code
+// to a file when it ends. So the status of a process survives a crash of the server:
+// after a restart, Recover adopts the supervisors still alive (checked by pid and start
+// time, so a reused pid is never taken for ours) and reads the exit code of those that
+// ended.
 //
-// Stop sends SIGTERM to every process group of the attempt, then SIGKILL after the grace
-// period; an attempt is reported gone only when no process of its groups is left.
+// Stop has each supervisor send SIGTERM to its job's processes, then kill them all after
+// the grace period; an instance is over when its program is, and its supervisor ends
+// whatever the program left running before it exits.
 package procexec
 
 import (
@@ -64,6 +68,9 @@ type Config struct {
 	// PassEnv names variables of the server's environment that jobs get too; beyond
 	// them a job sees only BaseEnv, its payload's Environment and SageMaker's variables.
 	PassEnv []string
+	// Containment is how an instance's processes are held: ContainAuto (the default),
+	// ContainCgroup or ContainSubreaper.
+	Containment string
 }
 
 // BaseEnv is the environment every job starts from (HOME is set to the instance's work
@@ -79,6 +86,9 @@ type Executor struct {
 	gpus map[string]string // GPU id -> attempt using it
 	done chan struct{}
 	wg   sync.WaitGroup
+	// cgroups is where each instance gets a cgroup of its own; "" without cgroups.
+	cgroups     string
+	containment string
 }
 
 var _ quotashare.Executor = (*Executor)(nil)
@@ -112,6 +122,11 @@ type instanceState struct {
 	PID       int
 	StartTime uint64 // /proc/<pid>/stat field 22: when the process started, in clock ticks
 	GPUs      []string
+	// Supervisor is the supervisor's version (supervisorVersion; 0: the sh supervisor
+	// of earlier versions, whose job shares its process group).
+	Supervisor int `json:",omitempty"`
+	// Cgroup is the instance's cgroup folder, if it has one.
+	Cgroup string `json:",omitempty"`
 }
 
 // New returns an executor. Call Recover once before Start.
@@ -128,8 +143,30 @@ func New(cfg Config) (*Executor, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Executor{cfg: cfg, runs: map[string]*run{}, gpus: map[string]string{}, done: make(chan struct{})}, nil
+	x := &Executor{cfg: cfg, runs: map[string]*run{}, gpus: map[string]string{}, done: make(chan struct{})}
+	const walk = "a supervisor per instance that is a child subreaper (PR_SET_CHILD_SUBREAPER) and walks its descendants"
+	switch cfg.Containment {
+	case "", ContainAuto, ContainCgroup:
+		dir, err := cgroupRoot()
+		if err != nil {
+			if cfg.Containment == ContainCgroup {
+				return nil, fmt.Errorf("containment cgroup: %w", err)
+			}
+			x.containment = walk + "; no cgroup v2 per instance: " + err.Error()
+			break
+		}
+		x.cgroups = dir
+		x.containment = "a cgroup v2 per instance under " + dir + ", ended with cgroup.kill, in a supervisor that is a child subreaper"
+	case ContainSubreaper:
+		x.containment = walk + " (no cgroups, as configured)"
+	default:
+		return nil, fmt.Errorf("containment: %q is none of %s, %s, %s", cfg.Containment, ContainAuto, ContainCgroup, ContainSubreaper)
+	}
+	return x, nil
 }
+
+// Containment says how the processes of each instance are held, for the server's log.
+func (x *Executor) Containment() string { return x.containment }
 
 // GPUsFor returns how many GPUs one instance of the type gets.
 func (x *Executor) GPUsFor(instanceType string) int {
@@ -236,7 +273,10 @@ func (x *Executor) launch(r *run) error {
 	}
 	r.state = runState{Launching: true}
 	for i, t := range types {
-		is := instanceState{Host: hosts[i], Type: t}
+		is := instanceState{Host: hosts[i], Type: t, Supervisor: supervisorVersion}
+		if x.cgroups != "" {
+			is.Cgroup = filepath.Join(x.cgroups, cgroupName(r.spec.AttemptID, is.Host))
+		}
 		if len(x.cfg.GPUs) > 0 {
 			n := x.GPUsFor(t)
 			is.GPUs, free = free[:n:n], free[n:]
@@ -329,22 +369,27 @@ func (x *Executor) command(r *run, req *trainingjob.Request, is *instanceState, 
 	}
 	argv := append(slices.Clone(req.AlgorithmSpecification.ContainerEntrypoint), req.AlgorithmSpecification.ContainerArguments...)
 	env := x.environ(r, req, is, hosts, idir)
-	// The entrypoint is a program: found here in the job's own PATH and given to the
-	// supervisor as a path, so that sh never runs a builtin of its own ("eval", "exec")
-	// in its place.
+	// The entrypoint is a program, found here in the job's own PATH and given to the
+	// supervisor as a path.
 	prog, err := lookPath(argv[0], env)
+	if err == nil && is.Cgroup != "" {
+		if err = os.Mkdir(is.Cgroup, 0o755); errors.Is(err, os.ErrExist) {
+			err = nil // left by an earlier server that died while launching
+		}
+	}
 	if err != nil {
 		stdout.Close()
 		stderr.Close()
 		return nil, err
 	}
 	argv[0] = prog
-	// The supervisor: the trap keeps sh alive through SIGTERM (the handler runs once the
-	// foreground program has exited; the program itself gets the default disposition
-	// back at exec) so that it can record the program's exit code.
-	// It names mv by its path: the job's PATH may not hold /bin.
-	script := `trap : TERM INT; "$@"; c=$?; echo $c > "$QUOTASHARE_EXIT_FILE.tmp" && /bin/mv "$QUOTASHARE_EXIT_FILE.tmp" "$QUOTASHARE_EXIT_FILE"; exit $c`
-	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "sh"}, argv...)...)
+	cg := is.Cgroup
+	if cg == "" {
+		cg = "-"
+	}
+	// The supervisor is this binary: /proc/self/exe runs it even when its file has been
+	// replaced or removed since the server started.
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: append([]string{supervisorArg0, filepath.Join(idir, "exitcode"), cg}, argv...)}
 	cmd.Dir = filepath.Join(idir, "work")
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -447,8 +492,8 @@ func (x *Executor) arm(r *run) {
 	})
 }
 
-// watch waits for one instance: for the supervisor to exit, then for its process group
-// to be empty. cmd is nil for an adopted process.
+// watch waits for one instance's supervisor to exit, which it does once every process
+// of the job has ended. cmd is nil for an adopted supervisor.
 func (x *Executor) watch(r *run, is *instanceState, cmd *exec.Cmd) {
 	x.wg.Add(1)
 	stopGuard := x.guardLogs(r, is)
@@ -464,22 +509,21 @@ func (x *Executor) watch(r *run, is *instanceState, cmd *exec.Cmd) {
 				}
 			}
 		}
-		for groupAlive(is.PID) {
-			if !x.sleep() {
-				return
+		if is.Supervisor == 0 { // the sh supervisor: its job shares its process group
+			for groupAlive(is.PID) {
+				if !x.sleep() {
+					return
+				}
 			}
 		}
-		// The instance is over when its program is: whatever it left running outside its
-		// process group is killed before its GPUs go to the next job.
-		for {
-			pids := findByEnv(instanceMark(r.spec.AttemptID, is.Host))
-			if len(pids) == 0 {
-				break
-			}
-			for _, pid := range pids {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-			if !x.sleep() {
+		// A supervisor that ended without the program's exit status (killed by hand, or by
+		// the kernel's OOM killer) left the job's processes behind: end them here, before
+		// the instance's GPUs go to the next job.
+		if is.Cgroup != "" {
+			killCgroup(is.Cgroup, x.sleep)
+		}
+		if _, err := os.Stat(filepath.Join(r.dir, is.Host, "exitcode")); err != nil || is.Supervisor == 0 {
+			if !x.sweep(instanceMark(r.spec.AttemptID, is.Host), false) {
 				return
 			}
 		}
@@ -487,6 +531,37 @@ func (x *Executor) watch(r *run, is *instanceState, cmd *exec.Cmd) {
 		x.capLogs(r, is) // what came after the last check
 		x.exited(r)
 	}()
+}
+
+// sweep kills every process whose environment holds the entry, and waits until none is
+// left; supervisors among them (group: their process groups too) are asked to end their
+// jobs first. It returns false if the executor closed meanwhile.
+func (x *Executor) sweep(entry string, group bool) bool {
+	for {
+		pids := findByEnv(entry)
+		if len(pids) == 0 {
+			return true
+		}
+		for _, pid := range pids {
+			if isSupervisor(pid) {
+				syscall.Kill(pid, killSignal)
+				continue
+			}
+			if group {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if !x.sleep() {
+			return false
+		}
+	}
+}
+
+// isSupervisor reports whether the process is an instance's supervisor.
+func isSupervisor(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && bytes.HasPrefix(b, []byte(supervisorArg0+"\x00"))
 }
 
 func (x *Executor) sleep() bool {
@@ -533,7 +608,7 @@ func (x *Executor) result(r *run) quotashare.Report {
 		b, err := os.ReadFile(filepath.Join(idir, "exitcode"))
 		code, cerr := strconv.Atoi(strings.TrimSpace(string(b)))
 		switch {
-		case err != nil || cerr != nil:
+		case err != nil || cerr != nil || r.killed && code == 128+int(syscall.SIGKILL):
 			why := "was killed before it could exit (SIGKILL)"
 			if !r.killed {
 				why = "ended without an exit status (killed, or lost while the server was down)"
@@ -664,10 +739,31 @@ func (x *Executor) finished(r *run) bool {
 	return true
 }
 
+// signal has the attempt's supervisors send SIGTERM to their jobs, or kill them (sig
+// SIGKILL).
 func (x *Executor) signal(r *run, sig syscall.Signal) {
+	legacy := false
+	for _, is := range r.state.Instances {
+		if is.PID > 0 && is.Supervisor > 0 && alive(is.PID, is.StartTime) {
+			if sig == syscall.SIGKILL {
+				syscall.Kill(is.PID, killSignal)
+			} else {
+				syscall.Kill(is.PID, sig)
+			}
+		}
+		legacy = legacy || is.Supervisor == 0
+	}
+	if legacy {
+		x.signalGroups(r, sig)
+	}
+}
+
+// signalGroups signals the instances of the sh supervisor of earlier versions: their
+// process groups, and what left them.
+func (x *Executor) signalGroups(r *run, sig syscall.Signal) {
 	groups := map[int]bool{}
 	for _, is := range r.state.Instances {
-		if is.PID > 0 {
+		if is.PID > 0 && is.Supervisor == 0 {
 			syscall.Kill(-is.PID, sig)
 			groups[is.PID] = true
 		}
@@ -738,18 +834,13 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 			x.wg.Add(1)
 			go func() {
 				defer x.wg.Done()
-				for {
-					pids := findByEnv("QUOTASHARE_ATTEMPT_ID=" + spec.AttemptID)
-					if len(pids) == 0 {
-						break
+				for _, is := range r.state.Instances {
+					if is.Cgroup != "" {
+						killCgroup(is.Cgroup, x.sleep)
 					}
-					for _, pid := range pids {
-						syscall.Kill(-pid, syscall.SIGKILL)
-						syscall.Kill(pid, syscall.SIGKILL)
-					}
-					if !x.sleep() {
-						return
-					}
+				}
+				if !x.sweep("QUOTASHARE_ATTEMPT_ID="+spec.AttemptID, true) {
+					return
 				}
 				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
 					Kind: quotashare.ExitCapacity, Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the server stopped while launching the attempt"})

@@ -3,6 +3,7 @@ package procexec
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -34,8 +35,16 @@ func (r reports) next(t *testing.T, state quotashare.ReportState) quotashare.Rep
 
 func newExec(t *testing.T, dir string, grace time.Duration, gpus ...string) (*Executor, reports) {
 	t.Helper()
+	return newExecWith(t, Config{Dir: dir, Grace: grace, GPUs: gpus})
+}
+
+// newExecWith is newExec with more of the configuration.
+func newExecWith(t *testing.T, cfg Config) (*Executor, reports) {
+	t.Helper()
+	dir := cfg.Dir
 	ch := make(reports, 100)
-	x, err := New(Config{Dir: dir, Grace: grace, GPUs: gpus, Poll: 20 * time.Millisecond, Report: func(r quotashare.Report) { ch <- r }})
+	cfg.Poll, cfg.Report = 20*time.Millisecond, func(r quotashare.Report) { ch <- r }
+	x, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +90,19 @@ func spec(id, pl string, need ...quotashare.Demand) quotashare.AttemptSpec {
 func parsed(pl string) *quotashare.TrainingRequest {
 	req, _ := trainingjob.Parse(pl)
 	return req
+}
+
+// waitFile waits until a job has made the file.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s", path)
+		}
+	}
 }
 
 func readFile(t *testing.T, path string) string {
@@ -172,12 +194,12 @@ func TestGPUsNotShared(t *testing.T) {
 func TestStop(t *testing.T) {
 	dir := t.TempDir()
 	x, ch := newExec(t, dir, 500*time.Millisecond)
-	checkpointing := payload(t, `trap 'echo saved > "$SM_MODEL_DIR/ckpt"; exit 0' TERM; echo started; while :; do sleep 0.02; done`, nil)
+	checkpointing := payload(t, `trap 'echo saved > "$SM_MODEL_DIR/ckpt"; exit 0' TERM; touch "$SM_MODEL_DIR/ready"; while :; do sleep 0.02; done`, nil)
 	if err := x.Start(spec("c", checkpointing)); err != nil {
 		t.Fatal(err)
 	}
 	ch.next(t, quotashare.AttemptRunning)
-	time.Sleep(200 * time.Millisecond) // let the trap be set
+	waitFile(t, filepath.Join(dir, "c", "algo-1", "model", "ready")) // the trap is set
 	x.Stop("c")
 	x.Stop("c") // idempotent
 	rep := ch.next(t, quotashare.AttemptExited)
@@ -185,12 +207,12 @@ func TestStop(t *testing.T) {
 		t.Errorf("checkpointing job: %+v", rep)
 	}
 
-	stubborn := payload(t, `trap '' TERM; echo "ignoring SIGTERM" >&2; while :; do sleep 0.02; done`, nil)
+	stubborn := payload(t, `trap '' TERM; echo "ignoring SIGTERM" >&2; touch "$SM_MODEL_DIR/ready"; while :; do sleep 0.02; done`, nil)
 	if err := x.Start(spec("s", stubborn)); err != nil {
 		t.Fatal(err)
 	}
 	ch.next(t, quotashare.AttemptRunning)
-	time.Sleep(200 * time.Millisecond)
+	waitFile(t, filepath.Join(dir, "s", "algo-1", "model", "ready"))
 	stopped := time.Now()
 	x.Stop("s")
 	rep = ch.next(t, quotashare.AttemptExited)
@@ -214,15 +236,7 @@ func TestStopSignalsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch.next(t, quotashare.AttemptRunning)
-	ready := filepath.Join(dir, "once", "algo-1", "model", "ready")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) { // the trap is set
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the job never set its trap")
-		}
-	}
+	waitFile(t, filepath.Join(dir, "once", "algo-1", "model", "ready")) // the trap is set
 	x.Stop("once")
 	ch.next(t, quotashare.AttemptExited)
 	if got := readFile(t, filepath.Join(dir, "once", "algo-1", "model", "terms")); got != "term saved\n" {
@@ -435,36 +449,148 @@ func TestCheckSaysWhatToDo(t *testing.T) {
 	}
 }
 
-// TestEscapedProcesses: a process that leaves the attempt's process group (setsid) does
-// not outlive the attempt, whether the attempt ends on its own or is stopped: it would
-// otherwise keep the GPUs the next job is given.
+// TestEscapedProcesses: no process of an attempt outlives it, whatever it did to leave
+// (setsid, a double fork, an environment of its own), whether the attempt ends on its
+// own or is stopped: it would otherwise keep the GPUs the next job is given. The cgroup
+// holds them all; the subreaper supervisor alone holds them while it lives.
 func TestEscapedProcesses(t *testing.T) {
-	dir := t.TempDir()
-	x, ch := newExec(t, dir, 200*time.Millisecond)
-	for _, c := range []struct {
-		id, script string
-		stop       bool
-	}{
-		{"esc1", "setsid sleep 120 & echo started", false}, // ends at once, leaving sleep behind
-		{"esc2", "setsid sleep 120 & sleep 300", true},     // stopped
-	} {
-		if err := x.Start(spec(c.id, payload(t, c.script, nil))); err != nil {
-			t.Fatal(err)
-		}
-		mark := "QUOTASHARE_ATTEMPT_ID=" + c.id // set on every process of the attempt, before this fix too
-		if c.stop {
-			for deadline := time.Now().Add(20 * time.Second); len(findByEnv(mark)) < 3; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: its processes did not all start", c.id)
+	modes := []string{ContainSubreaper}
+	if _, err := cgroupRoot(); err == nil {
+		modes = append(modes, ContainCgroup)
+	} else {
+		t.Logf("cgroup containment not tested: %v", err)
+	}
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			x, ch := newExecWith(t, Config{Dir: dir, Grace: 200 * time.Millisecond, Containment: mode})
+			if mode == ContainCgroup && x.cgroups == "" || mode == ContainSubreaper && x.cgroups != "" {
+				t.Fatalf("containment %s: %s", mode, x.Containment())
+			}
+			for _, c := range []struct {
+				id   string
+				last string // what the job does once its escapee runs
+				stop bool   // stopped by the executor
+				kill bool   // its supervisor killed by hand
+			}{
+				{"ends", "echo started", false, false},
+				{"stopped", "sleep 300", true, false},
+				{"orphaned", "sleep 300", false, true},
+			} {
+				token := "QS_ESCAPEE=" + mode + "-" + c.id
+				started := filepath.Join(dir, c.id+".started")
+				escapee := "(setsid env -i " + token + " /bin/sh -c '/bin/touch " + started + "; exec /bin/sleep 120' &)"
+				if c.kill && mode == ContainSubreaper {
+					// Once its supervisor is gone, a process is found by the attempt's mark
+					// in its environment alone: one that drops it is out of reach.
+					escapee = "(setsid sh -c 'export " + token + "; touch " + started + "; exec sleep 120' &)"
+				}
+				script := "setsid sleep 120 & " + escapee + "; while [ ! -e " + started + " ]; do sleep 0.01; done; " + c.last
+				if err := x.Start(spec(c.id, payload(t, script, nil))); err != nil {
+					t.Fatal(err)
+				}
+				mark := "QUOTASHARE_ATTEMPT_ID=" + c.id
+				if c.stop || c.kill {
+					for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+						if _, err := os.Stat(started); err == nil && len(findByEnv(token)) > 0 {
+							break
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("%s: its processes did not all start", c.id)
+						}
+					}
+				}
+				if c.stop {
+					if err := x.Stop(c.id); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if c.kill {
+					killed := 0
+					for _, pid := range findByEnv(mark) {
+						if isSupervisor(pid) {
+							syscall.Kill(pid, syscall.SIGKILL)
+							killed++
+						}
+					}
+					if killed != 1 {
+						t.Fatalf("%s: %d supervisors found", c.id, killed)
+					}
+				}
+				rep := ch.next(t, quotashare.AttemptExited)
+				if _, err := os.Stat(started); err != nil {
+					t.Fatalf("%s: the escapee never ran: %+v", c.id, rep)
+				}
+				if pids := append(findByEnv(mark), findByEnv(token)...); len(pids) != 0 {
+					t.Errorf("%s: processes %v outlived the attempt", c.id, pids)
+				}
+				if c.id == "ends" && !rep.Success {
+					t.Errorf("%s: %+v", c.id, rep)
 				}
 			}
-			if err := x.Stop(c.id); err != nil {
-				t.Fatal(err)
+			if mode == ContainCgroup {
+				if ents, _ := os.ReadDir(x.cgroups); len(ents) > 0 {
+					var left []string
+					for _, e := range ents {
+						if e.IsDir() && strings.HasPrefix(e.Name(), "orphaned.") || strings.HasPrefix(e.Name(), "ends.") || strings.HasPrefix(e.Name(), "stopped.") {
+							left = append(left, e.Name())
+						}
+					}
+					if len(left) > 0 {
+						t.Errorf("cgroups left behind: %v", left)
+					}
+				}
 			}
+		})
+	}
+}
+
+// TestAdoptsShSupervisor: an attempt started by an earlier version, under its sh
+// supervisor (the job in the supervisor's process group), is adopted after an upgrade,
+// stopped through its process group, and its escaped processes killed by their mark.
+func TestAdoptsShSupervisor(t *testing.T) {
+	dir := t.TempDir()
+	x, ch := newExec(t, dir, 200*time.Millisecond)
+	id := "old"
+	idir := filepath.Join(dir, id, "algo-1")
+	if err := os.MkdirAll(filepath.Join(idir, "work"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exitFile := filepath.Join(idir, "exitcode")
+	// The supervisor of earlier versions, as they started it.
+	script := `trap : TERM INT; "$@"; c=$?; echo $c > "$QUOTASHARE_EXIT_FILE.tmp" && /bin/mv "$QUOTASHARE_EXIT_FILE.tmp" "$QUOTASHARE_EXIT_FILE"; exit $c`
+	cmd := exec.Command("/bin/sh", "-c", script, "sh", "/bin/sh", "-c", "setsid sleep 120 & sleep 300")
+	cmd.Dir = filepath.Join(idir, "work")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "QUOTASHARE_ATTEMPT_ID=" + id, instanceMark(id, "algo-1"), "QUOTASHARE_EXIT_FILE=" + exitFile}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait() // reaped here, as init would once the old server is gone
+	mark := "QUOTASHARE_ATTEMPT_ID=" + id
+	for deadline := time.Now().Add(20 * time.Second); len(findByEnv(mark)) < 4; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the old attempt's processes did not all start")
 		}
-		ch.next(t, quotashare.AttemptExited)
-		if pids := findByEnv(mark); len(pids) != 0 {
-			t.Errorf("%s: processes %v outlived the attempt", c.id, pids)
-		}
+	}
+	st, _ := startTime(cmd.Process.Pid)
+	state, _ := json.Marshal(map[string]any{"Instances": []map[string]any{{"Host": "algo-1", "Type": "ml.g5.xlarge", "PID": cmd.Process.Pid, "StartTime": st}}})
+	if err := os.WriteFile(filepath.Join(dir, id, "state.json"), state, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := spec(id, payload(t, "sleep 300", nil))
+	s.StartedAt = time.Now()
+	if err := x.Recover([]quotashare.AttemptSpec{s}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Stop(id); err != nil {
+		t.Fatal(err)
+	}
+	rep := ch.next(t, quotashare.AttemptExited)
+	if rep.Success || !rep.Signalled {
+		t.Errorf("stopped old attempt: %+v", rep)
+	}
+	if pids := findByEnv(mark); len(pids) != 0 {
+		t.Errorf("processes %v outlived the old attempt", pids)
 	}
 }

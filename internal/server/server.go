@@ -78,6 +78,9 @@ type Config struct {
 	Init bool
 	// UnstagedChannels lets local jobs name data channels the executor does not stage.
 	UnstagedChannels bool
+	// Containment is how the local executor holds each instance's processes
+	// (procexec.ContainAuto, the default; ContainCgroup; ContainSubreaper).
+	Containment string
 	// PassEnv names variables of the server's environment that local jobs get too.
 	PassEnv []string
 	// InsecureNoAuth lets the server listen beyond loopback without Credentials: anyone
@@ -222,7 +225,7 @@ func Start(cfg Config) (*Server, error) {
 	} else {
 		x, err = procexec.New(procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
 			GPUTable: cfg.GPUTable, PassEnv: cfg.PassEnv, UnstagedChannels: cfg.UnstagedChannels, Report: engine.Report,
-			MaxLogBytes: cfg.MaxLogBytes, Logf: cfg.Logf})
+			MaxLogBytes: cfg.MaxLogBytes, Logf: cfg.Logf, Containment: cfg.Containment})
 	}
 	if err != nil {
 		engine.Close()
@@ -359,6 +362,15 @@ func newHolderID() string {
 
 // Engine returns the server's engine (for tests and the CLI's in-process uses).
 func (s *Server) Engine() *dispatch.Engine { return s.engine }
+
+// Containment says how the local executor holds each instance's processes ("" for
+// another executor).
+func (s *Server) Containment() string {
+	if x, ok := s.exec.(*procexec.Executor); ok {
+		return x.Containment()
+	}
+	return ""
+}
 
 // Close stops taking requests, lets the requests in flight finish, and closes the store.
 // Running attempts are left running; the next Start adopts them.
