@@ -268,7 +268,7 @@ func (x *Executor) launch(r *run) error {
 			return nil
 		}
 	}
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+	if err := os.Mkdir(r.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return x.failLaunch(r, err)
 	}
 	r.state = runState{Launching: true}
@@ -286,7 +286,9 @@ func (x *Executor) launch(r *run) error {
 		}
 		r.state.Instances = append(r.state.Instances, is)
 	}
-	if err := x.save(r); err != nil {
+	// On disk, and synced, before any process starts: a server that dies from here on
+	// finds the attempt at its next start, and whatever of it runs by its environment.
+	if err := x.save(r, true); err != nil {
 		return x.failLaunch(r, err)
 	}
 	r.instances = len(types)
@@ -312,14 +314,11 @@ func (x *Executor) launch(r *run) error {
 		is.PID = cmd.Process.Pid
 		is.StartTime, _ = startTime(is.PID)
 		x.watch(r, is, cmd)
-		if err := x.save(r); err != nil { // the pid is on disk before the next spawn
-			r.launchErr, r.instances, r.killed = err, i+1, true
-			x.signal(r, syscall.SIGKILL)
-			return nil
-		}
 	}
+	// Not synced: the processes it names do not outlive the host either, and a state
+	// still Launching after a crash of the host has the job requeued.
 	r.state.Launching = false
-	if err := x.save(r); err != nil {
+	if err := x.save(r, false); err != nil {
 		x.signal(r, syscall.SIGKILL)
 		return err
 	}
@@ -350,8 +349,10 @@ func (x *Executor) failLaunch(r *run, err error) error {
 // command builds the supervised process of one instance.
 func (x *Executor) command(r *run, req *trainingjob.Request, is *instanceState, hosts []string) (*exec.Cmd, error) {
 	idir := filepath.Join(r.dir, is.Host)
-	for _, d := range []string{"work", "model", "output/data"} {
-		if err := os.MkdirAll(filepath.Join(idir, d), 0o755); err != nil {
+	// Each folder by itself, parents first: MkdirAll would look at each one first, and a
+	// launch's file system calls are most of its cost.
+	for _, d := range []string{"", "work", "model", "output", "output/data"} {
+		if err := os.Mkdir(filepath.Join(idir, d), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, err
 		}
 	}
@@ -372,11 +373,6 @@ func (x *Executor) command(r *run, req *trainingjob.Request, is *instanceState, 
 	// The entrypoint is a program, found here in the job's own PATH and given to the
 	// supervisor as a path.
 	prog, err := lookPath(argv[0], env)
-	if err == nil && is.Cgroup != "" {
-		if err = os.Mkdir(is.Cgroup, 0o755); errors.Is(err, os.ErrExist) {
-			err = nil // left by an earlier server that died while launching
-		}
-	}
 	if err != nil {
 		stdout.Close()
 		stderr.Close()
@@ -452,7 +448,8 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 	return out
 }
 
-func (x *Executor) save(r *run) error {
+// save writes the attempt's state by an atomic rename; sync also makes it durable.
+func (x *Executor) save(r *run, sync bool) error {
 	b, err := json.Marshal(r.state)
 	if err != nil {
 		return err
@@ -466,9 +463,11 @@ func (x *Executor) save(r *run) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return err

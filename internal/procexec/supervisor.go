@@ -23,7 +23,7 @@ import (
 //
 // It makes itself a child subreaper (PR_SET_CHILD_SUBREAPER): every process the job
 // starts stays its descendant, whatever it does (setsid, a double fork), until it ends.
-// With a cgroup (v2, made by the executor for the instance) the job starts inside it
+// With a cgroup (v2, named by the executor for the instance) the job starts inside it
 // (clone3's CLONE_INTO_CGROUP) and cgroup.kill ends it whole; without one, the
 // supervisor walks its descendants through /proc. It then runs the program and:
 //   - on SIGTERM or SIGINT, sends SIGTERM once to each of the job's processes;
@@ -74,6 +74,11 @@ func supervise(exitFile, cgroup string, argv []string) int {
 	attr := &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}}
 	var err error
 	if cgroup != "-" {
+		// Made here rather than by the server, whose loop launches every attempt; one
+		// left by a supervisor that was killed is used again.
+		if err := os.Mkdir(cgroup, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			s.say("%v", err)
+		}
 		fd, oerr := syscall.Open(cgroup, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 		if oerr == nil {
 			attr.Sys = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
