@@ -22,14 +22,15 @@ import (
 	"github.com/quotashare/quotashare/internal/procexec"
 )
 
-// buildBinary builds the quotashare binary once for the package's tests.
+// buildBinary builds the quotashare binary once for the package's tests, with
+// quotashare-supervisor beside it, as go install ./cmd/... puts them.
 var buildBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "quotashare-bin")
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "quotashare")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", dir+"/", ".", "../quotashare-supervisor").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build: %v\n%s", err, out)
 	}
 	return bin, nil

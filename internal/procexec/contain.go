@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/quotashare/quotashare/internal/supervisor"
 )
 
 // How an instance's processes are contained (Config.Containment).
@@ -96,7 +98,7 @@ func cgroupName(attemptID, host string) string { return attemptID + "." + host }
 // killCgroup ends every process in a cgroup and removes it once it is empty; wait is
 // called between looks (false: give up).
 func killCgroup(dir string, wait func() bool) {
-	for len(cgroupProcs(dir)) > 0 {
+	for len(supervisor.CgroupProcs(dir)) > 0 {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil || !wait() {
 			return
 		}

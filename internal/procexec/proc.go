@@ -4,26 +4,12 @@ import (
 	"bytes"
 	"os"
 	"strconv"
-	"strings"
+
+	"github.com/quotashare/quotashare/internal/supervisor"
 )
 
-// stat returns the fields of /proc/<pid>/stat after the command name: [0] is the state,
-// [2] the process group, [19] the start time.
-func stat(pid int) ([]string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil, false
-	}
-	i := bytes.LastIndexByte(b, ')') // the command name may hold spaces and parentheses
-	if i < 0 {
-		return nil, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return nil, false
-	}
-	return f, true
-}
+// stat is supervisor.Stat.
+func stat(pid int) ([]string, bool) { return supervisor.Stat(pid) }
 
 // startTime returns when the process started, in clock ticks since boot.
 func startTime(pid int) (uint64, bool) {

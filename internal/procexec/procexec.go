@@ -37,6 +37,7 @@ import (
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/attemptdir"
+	"github.com/quotashare/quotashare/internal/supervisor"
 	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
@@ -71,6 +72,9 @@ type Config struct {
 	// Containment is how an instance's processes are held: ContainAuto (the default),
 	// ContainCgroup or ContainSubreaper.
 	Containment string
+	// Supervisor is the supervisor program (default: quotashare-supervisor beside this
+	// executable, else this executable itself, started as supervisor.Arg0).
+	Supervisor string
 }
 
 // BaseEnv is the environment every job starts from (HOME is set to the instance's work
@@ -89,6 +93,33 @@ type Executor struct {
 	// cgroups is where each instance gets a cgroup of its own; "" without cgroups.
 	cgroups     string
 	containment string
+	// supervisor is the program every instance runs under.
+	supervisor string
+}
+
+// Any binary that links this package is a supervisor when started under its name: the
+// executor's fallback when no quotashare-supervisor is installed beside it.
+func init() {
+	if len(os.Args) > 0 && os.Args[0] == supervisor.Arg0 {
+		os.Exit(supervisor.Main(os.Args[1:]))
+	}
+}
+
+// supervisorPath returns the supervisor program to use, and says which: the small
+// quotashare-supervisor beside this executable when it speaks this version's protocol,
+// else this executable itself (/proc/self/exe, which runs even when its file has been
+// replaced or removed since the server started).
+func supervisorPath(dir string) (string, string) {
+	const self = "/proc/self/exe"
+	p := filepath.Join(dir, supervisor.Arg0)
+	if _, err := os.Stat(p); err != nil {
+		return self, "this binary (no " + p + ")"
+	}
+	out, err := exec.Command(p, "--protocol").Output()
+	if err != nil || strings.TrimSpace(string(out)) != strconv.Itoa(supervisor.Protocol) {
+		return self, fmt.Sprintf("this binary (%s speaks protocol %q, not %d)", p, strings.TrimSpace(string(out)), supervisor.Protocol)
+	}
+	return p, p
 }
 
 var _ quotashare.Executor = (*Executor)(nil)
@@ -122,7 +153,7 @@ type instanceState struct {
 	PID       int
 	StartTime uint64 // /proc/<pid>/stat field 22: when the process started, in clock ticks
 	GPUs      []string
-	// Supervisor is the supervisor's version (supervisorVersion; 0: the sh supervisor
+	// Supervisor is the supervisor's version (supervisor.Protocol; 0: the sh supervisor
 	// of earlier versions, whose job shares its process group).
 	Supervisor int `json:",omitempty"`
 	// Cgroup is the instance's cgroup folder, if it has one.
@@ -144,6 +175,14 @@ func New(cfg Config) (*Executor, error) {
 		return nil, err
 	}
 	x := &Executor{cfg: cfg, runs: map[string]*run{}, gpus: map[string]string{}, done: make(chan struct{})}
+	if cfg.Supervisor != "" {
+		x.supervisor, x.containment = cfg.Supervisor, cfg.Supervisor
+	} else if exe, err := os.Executable(); err == nil {
+		x.supervisor, x.containment = supervisorPath(filepath.Dir(exe))
+	} else {
+		x.supervisor, x.containment = "/proc/self/exe", "this binary"
+	}
+	which := x.containment
 	const walk = "a supervisor per instance that is a child subreaper (PR_SET_CHILD_SUBREAPER) and walks its descendants"
 	switch cfg.Containment {
 	case "", ContainAuto, ContainCgroup:
@@ -162,6 +201,7 @@ func New(cfg Config) (*Executor, error) {
 	default:
 		return nil, fmt.Errorf("containment: %q is none of %s, %s, %s", cfg.Containment, ContainAuto, ContainCgroup, ContainSubreaper)
 	}
+	x.containment += "; the supervisor is " + which
 	return x, nil
 }
 
@@ -273,7 +313,7 @@ func (x *Executor) launch(r *run) error {
 	}
 	r.state = runState{Launching: true}
 	for i, t := range types {
-		is := instanceState{Host: hosts[i], Type: t, Supervisor: supervisorVersion}
+		is := instanceState{Host: hosts[i], Type: t, Supervisor: supervisor.Protocol}
 		if x.cgroups != "" {
 			is.Cgroup = filepath.Join(x.cgroups, cgroupName(r.spec.AttemptID, is.Host))
 		}
@@ -383,9 +423,7 @@ func (x *Executor) command(r *run, req *trainingjob.Request, is *instanceState, 
 	if cg == "" {
 		cg = "-"
 	}
-	// The supervisor is this binary: /proc/self/exe runs it even when its file has been
-	// replaced or removed since the server started.
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: append([]string{supervisorArg0, filepath.Join(idir, "exitcode"), cg}, argv...)}
+	cmd := &exec.Cmd{Path: x.supervisor, Args: append([]string{supervisor.Arg0, strconv.Itoa(supervisor.Protocol), filepath.Join(idir, "exitcode"), cg}, argv...)}
 	cmd.Dir = filepath.Join(idir, "work")
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -542,8 +580,8 @@ func (x *Executor) sweep(entry string, group bool) bool {
 			return true
 		}
 		for _, pid := range pids {
-			if isSupervisor(pid) {
-				syscall.Kill(pid, killSignal)
+			if supervisor.Is(pid) {
+				syscall.Kill(pid, supervisor.KillSignal)
 				continue
 			}
 			if group {
@@ -555,12 +593,6 @@ func (x *Executor) sweep(entry string, group bool) bool {
 			return false
 		}
 	}
-}
-
-// isSupervisor reports whether the process is an instance's supervisor.
-func isSupervisor(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	return err == nil && bytes.HasPrefix(b, []byte(supervisorArg0+"\x00"))
 }
 
 func (x *Executor) sleep() bool {
@@ -745,7 +777,7 @@ func (x *Executor) signal(r *run, sig syscall.Signal) {
 	for _, is := range r.state.Instances {
 		if is.PID > 0 && is.Supervisor > 0 && alive(is.PID, is.StartTime) {
 			if sig == syscall.SIGKILL {
-				syscall.Kill(is.PID, killSignal)
+				syscall.Kill(is.PID, supervisor.KillSignal)
 			} else {
 				syscall.Kill(is.PID, sig)
 			}

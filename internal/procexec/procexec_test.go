@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/supervisor"
 	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
@@ -508,7 +509,7 @@ func TestEscapedProcesses(t *testing.T) {
 				if c.kill {
 					killed := 0
 					for _, pid := range findByEnv(mark) {
-						if isSupervisor(pid) {
+						if supervisor.Is(pid) {
 							syscall.Kill(pid, syscall.SIGKILL)
 							killed++
 						}
@@ -592,5 +593,40 @@ func TestAdoptsShSupervisor(t *testing.T) {
 	}
 	if pids := findByEnv(mark); len(pids) != 0 {
 		t.Errorf("processes %v outlived the old attempt", pids)
+	}
+}
+
+// TestSmallSupervisor: a quotashare-supervisor beside the executable is used when it
+// speaks this version's protocol, and runs a job to its exit code; one that does not is
+// passed over for this binary itself.
+func TestSmallSupervisor(t *testing.T) {
+	dir := t.TempDir()
+	if p, which := supervisorPath(dir); p != "/proc/self/exe" || !strings.Contains(which, "no "+filepath.Join(dir, supervisor.Arg0)) {
+		t.Errorf("none installed: %s, %s", p, which)
+	}
+	bin := filepath.Join(dir, supervisor.Arg0)
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if p, which := supervisorPath(dir); p != "/proc/self/exe" || !strings.Contains(which, `speaks protocol "0"`) {
+		t.Errorf("another protocol: %s, %s", p, which)
+	}
+	os.Remove(bin)
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/quotashare/quotashare/cmd/quotashare-supervisor").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	if p, _ := supervisorPath(dir); p != bin {
+		t.Fatalf("installed: %s", p)
+	}
+	x, ch := newExecWith(t, Config{Dir: filepath.Join(dir, "attempts"), Grace: time.Second, Supervisor: bin})
+	if err := x.Start(spec("small", payload(t, "setsid sleep 120 & exit 7", nil))); err != nil {
+		t.Fatal(err)
+	}
+	rep := ch.next(t, quotashare.AttemptExited)
+	if rep.ExitCode == nil || *rep.ExitCode != 7 {
+		t.Errorf("report: %+v", rep)
+	}
+	if pids := findByEnv("QUOTASHARE_ATTEMPT_ID=small"); len(pids) != 0 {
+		t.Errorf("processes %v outlived the attempt", pids)
 	}
 }

@@ -1,6 +1,12 @@
-package procexec
+// Package supervisor is what every instance of the local executor runs under: a small
+// program (cmd/quotashare-supervisor, or any binary that links internal/procexec, started
+// again under the name Arg0) that holds all of the job's processes and records how its
+// program ended. It uses the standard library alone, so that its own binary stays small
+// and starts fast.
+package supervisor
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,13 +19,13 @@ import (
 	"time"
 )
 
-// The supervisor of one instance is this very binary, started again under another name:
-// any program that links this package (the server, its tests) becomes a supervisor when
-// its argv[0] is supervisorArg0, before its main runs. So the executor needs no shell
-// and no other program on the host, and nothing of the job's environment (its PATH)
-// matters to the supervisor.
+// Main runs a supervisor with its arguments (after argv[0]):
 //
-//	quotashare-supervisor EXITFILE CGROUP|- PROGRAM ARG...
+//	PROTOCOL EXITFILE CGROUP|- PROGRAM ARG...
+//
+// PROTOCOL is Protocol; with the single argument --protocol it prints Protocol and exits,
+// so that an executor can check a supervisor binary before it uses it. Nothing of the
+// job's environment (its PATH) matters to the supervisor: it needs no shell.
 //
 // It makes itself a child subreaper (PR_SET_CHILD_SUBREAPER): every process the job
 // starts stays its descendant, whatever it does (setsid, a double fork), until it ends.
@@ -31,21 +37,28 @@ import (
 //   - when the program ends, kills whatever it left behind (as a container ends with its
 //     first process), writes the program's exit status to EXITFILE (128+n for a
 //     signal, as a shell says it) by an atomic rename, and exits with it.
-const supervisorArg0 = "quotashare-supervisor"
-
-// supervisorVersion is recorded with each instance: 0 (absent) is the sh supervisor of
-// earlier versions, still handled for attempts adopted across an upgrade.
-const supervisorVersion = 1
-
-// killSignal is what the executor sends a supervisor to have its job killed: a SIGKILL
-// would end the supervisor itself and leave the job's processes to init.
-const killSignal = syscall.SIGUSR1
-
-func init() {
-	if len(os.Args) >= 4 && os.Args[0] == supervisorArg0 {
-		os.Exit(supervise(os.Args[1], os.Args[2], os.Args[3:]))
+func Main(args []string) int {
+	switch {
+	case len(args) == 1 && args[0] == "--protocol":
+		fmt.Println(Protocol)
+		return 0
+	case len(args) < 4 || args[0] != strconv.Itoa(Protocol):
+		fmt.Fprintf(os.Stderr, "%s: usage: %s %d EXITFILE CGROUP|- PROGRAM ARG... (this is protocol %d; got %q)\n", Arg0, Arg0, Protocol, Protocol, args)
+		return 127
 	}
+	return supervise(args[1], args[2], args[3:])
 }
+
+// Arg0 is the name a supervisor runs under (its argv[0]).
+const Arg0 = "quotashare-supervisor"
+
+// Protocol is the version of Main's arguments and signals; the executor records it with
+// each instance (0, absent, is the sh supervisor of earlier versions).
+const Protocol = 1
+
+// KillSignal is what the executor sends a supervisor to have its job killed: a SIGKILL
+// would end the supervisor itself and leave the job's processes to init.
+const KillSignal = syscall.SIGUSR1
 
 const prSetChildSubreaper = 36
 
@@ -69,7 +82,7 @@ func supervise(exitFile, cgroup string, argv []string) int {
 		s.say("PR_SET_CHILD_SUBREAPER: %v", e)
 	}
 	sigs := make(chan os.Signal, 64)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, killSignal, syscall.SIGCHLD)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, KillSignal, syscall.SIGCHLD)
 
 	attr := &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}}
 	var err error
@@ -113,7 +126,7 @@ func supervise(exitFile, cgroup string, argv []string) int {
 		switch <-sigs {
 		case syscall.SIGTERM, syscall.SIGINT:
 			s.terminate()
-		case killSignal:
+		case KillSignal:
 			s.killAll()
 		}
 		s.reap(false)
@@ -170,9 +183,9 @@ func (s *supervisor) reap(block bool) bool {
 // members returns the job's live processes.
 func (s *supervisor) members() []int {
 	if s.cgroup != "" {
-		return cgroupProcs(s.cgroup)
+		return CgroupProcs(s.cgroup)
 	}
-	return descendants(s.self)
+	return Descendants(s.self)
 }
 
 // terminate sends SIGTERM to each of the job's processes that has not had it yet: a
@@ -214,10 +227,10 @@ func (s *supervisor) killAll() {
 	}
 }
 
-// descendants returns every process below root, through the kernel's children lists
+// Descendants returns every process below root, through the kernel's children lists
 // (/proc/PID/task/TID/children), or a walk of every process's parent where the kernel
 // has none.
-func descendants(root int) []int {
+func Descendants(root int) []int {
 	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"); err != nil {
 		return descendantsByParent(root)
 	}
@@ -258,7 +271,7 @@ func descendantsByParent(root int) []int {
 		if err != nil {
 			continue
 		}
-		if f, ok := stat(pid); ok {
+		if f, ok := Stat(pid); ok {
 			if pp, err := strconv.Atoi(f[1]); err == nil {
 				kids[pp] = append(kids[pp], pid)
 			}
@@ -275,8 +288,8 @@ func descendantsByParent(root int) []int {
 	return out
 }
 
-// cgroupProcs returns the processes in a cgroup (v2).
-func cgroupProcs(dir string) []int {
+// CgroupProcs returns the processes in a cgroup (v2).
+func CgroupProcs(dir string) []int {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return nil
@@ -288,4 +301,28 @@ func cgroupProcs(dir string) []int {
 		}
 	}
 	return out
+}
+
+// Stat returns the fields of /proc/<pid>/stat after the command name: [0] is the state,
+// [1] the parent, [2] the process group, [19] the start time.
+func Stat(pid int) ([]string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, false
+	}
+	i := bytes.LastIndexByte(b, ')') // the command name may hold spaces and parentheses
+	if i < 0 {
+		return nil, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return nil, false
+	}
+	return f, true
+}
+
+// Is reports whether the process is a supervisor.
+func Is(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && bytes.HasPrefix(b, []byte(Arg0+"\x00"))
 }
