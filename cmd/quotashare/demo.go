@@ -146,6 +146,16 @@ func playExample(cf *clientFlags, say func(string, ...any), pace time.Duration) 
 		}
 		return nil, fmt.Errorf("job %s did not reach %v in two minutes", id, want)
 	}
+	waitLog := func(id, prefix string) error {
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			for _, line := range firstLog(cf, id) {
+				if strings.HasPrefix(line, prefix) {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("job %s did not log %q in two minutes", id, prefix)
+	}
 	say("1. qs1 submits three jobs, priorities 3, 2 and 1")
 	high, err := submit("qs1_job_high", "qs1", 3, 12)
 	if err != nil {
@@ -158,6 +168,14 @@ func playExample(cf *clientFlags, say func(string, ...any), pace time.Duration) 
 	}
 	if _, err := wait(med, types.ServiceJobStatusRunning); err != nil {
 		return err
+	}
+	// RUNNING is the moment the process starts: each waits to be preempted until its
+	// script has set its SIGTERM trap (it says so in its log), else the preemption could
+	// end it before it has any checkpoint to write.
+	for _, id := range []string{high, med} {
+		if err := waitLog(id, "training "); err != nil {
+			return err
+		}
 	}
 	say("   qs1_job_high runs on qs1's own instance; qs1_job_med borrows qs2's idle one")
 	say("   qs1_job_low waits: %s", aws.ToString(describe(low).StatusReason))
@@ -212,21 +230,26 @@ func playExample(cf *clientFlags, say func(string, ...any), pace time.Duration) 
 }
 
 // victimSaid prints what a preempted job's first attempt wrote on SIGTERM: the
-// checkpoint it saved before it stopped (GET /logs, the attempt's stdout).
+// checkpoint it saved before it stopped.
 func victimSaid(cf *clientFlags, id string, say func(string, ...any)) {
-	req, err := signedRequest(http.MethodGet, strings.TrimRight(cf.endpoint, "/")+"/logs/"+url.PathEscape(id)+"?attempt=1", nil)
-	if err != nil {
-		return
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range firstLog(cf, id) {
 		if strings.HasPrefix(line, "preempted: ") {
 			say("   its first attempt, on SIGTERM: %s", line)
 		}
 	}
+}
+
+// firstLog returns the lines of a job's first attempt's stdout (GET /logs).
+func firstLog(cf *clientFlags, id string) []string {
+	req, err := signedRequest(http.MethodGet, strings.TrimRight(cf.endpoint, "/")+"/logs/"+url.PathEscape(id)+"?attempt=1", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return strings.Split(string(b), "\n")
 }
