@@ -182,6 +182,20 @@ func (l *Ledger) Apply(p sched.Plan) []error {
 		v.State = "stopping"
 	}
 
+	// What this pass's starts borrow, per type, and each victim group's rule.
+	borrowedOf := map[string]int{}
+	for _, st := range p.Starts {
+		for _, d := range st.Borrowed {
+			borrowedOf[d.InstanceType] += d.Count
+		}
+	}
+	victimRule := map[string]sched.Rule{}
+	for _, pr := range p.Preemptions {
+		if pr.Rule != sched.RuleEnvironmentShrunk {
+			victimRule[pr.ForJob] = pr.Rule
+		}
+	}
+
 	// Invariant 7: every victim set covers its shortfall and none could be spared.
 	for _, key := range groups {
 		vs := victimsOf[key]
@@ -211,6 +225,21 @@ func (l *Ledger) Apply(p sched.Plan) []error {
 			rest := append(slices.Clone(vs[:i]), vs[i+1:]...)
 			if covers(rest) {
 				bad("invariant 7: victim %s of %s could be spared (shortfall %v)", vs[i].ID, key, short)
+			}
+		}
+		// No preemption that no rule requires: a job that starts by borrowing in the pass
+		// of a reclaim takes nothing the reclaiming job could have used instead of a
+		// victim (phase 1, the lenders' own jobs, comes before borrowing).
+		if victimRule[key] == sched.RuleReclaim {
+			short = slices.Clone(short)
+			for k, d := range short {
+				short[k].Count = max(0, d.Count-borrowedOf[d.InstanceType])
+			}
+			for i := range vs {
+				rest := append(slices.Clone(vs[:i]), vs[i+1:]...)
+				if covers(rest) && borrowedAny(short, borrowedOf) {
+					bad("victim %s of %s's reclaim could be spared had this pass not started borrowers on the capacity (%v borrowed)", vs[i].ID, key, borrowedOf)
+				}
 			}
 		}
 	}
@@ -312,4 +341,14 @@ func (l *Ledger) owned(t string) int {
 		n += l.limit(name, t)
 	}
 	return n
+}
+
+// borrowedAny reports whether any type of the shortfall was borrowed.
+func borrowedAny(short []quotashare.Demand, borrowed map[string]int) bool {
+	for _, d := range short {
+		if borrowed[d.InstanceType] > 0 {
+			return true
+		}
+	}
+	return false
 }
