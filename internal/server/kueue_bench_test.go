@@ -2,12 +2,16 @@ package server
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,6 +73,8 @@ func (x *timedExecutor) Stop(id string) error {
 	return nil
 }
 
+var kueueLocal = flag.Bool("kueue.local", false, "BenchmarkKueueShape: run each attempt as a real process (sleep for its run time) under the local executor instead of the in-process one")
+
 // BenchmarkKueueShape plays Kueue's scheduler benchmark scenario through the API (plain
 // HTTP), translated as in the throughput issue: 5 queues (cohorts) of 6 LEND_AND_BORROW
 // shares of 20 instances each, borrowLimit 100 and in-share preemption on; per share 350
@@ -76,7 +82,11 @@ func (x *timedExecutor) Stop(id string) error {
 // 100, every 500 ms) and 50 large (20, 1 s, 200, every 1.2 s); an in-process executor ends
 // each attempt after its run time. It reports the total time against the floor (work over
 // capacity), admissions per job, preemptions, the GPU-seconds preempted attempts had run,
-// and time to admission per class. Run with -benchtime 1x (it takes over a minute).
+// and time to admission per class. With -kueue.local, the local executor runs each attempt
+// as a process (ContainerEntrypoint ["sleep", run time], SIGKILL at once when preempted),
+// and the benchmark also reports starts/s and the CPU per start of this process (server
+// and clients together) and of its children (supervisors and jobs).
+// Run with -benchtime 1x (it takes over a minute).
 func BenchmarkKueueShape(b *testing.B) {
 	for b.Loop() {
 		kueueShape(b)
@@ -86,7 +96,19 @@ func BenchmarkKueueShape(b *testing.B) {
 func kueueShape(b *testing.B) {
 	x := &timedExecutor{timers: map[string]*time.Timer{}, starts: map[string]time.Time{}}
 	cfg := Config{Addr: "127.0.0.1:0", Data: b.TempDir(), Logf: func(string, ...any) {}, RetainFinished: -1}
-	cfg.NewExecutor = func(r func(quotashare.Report)) (quotashare.Executor, error) { x.report = r; return x, nil }
+	if !*kueueLocal {
+		cfg.NewExecutor = func(r func(quotashare.Report)) (quotashare.Executor, error) { x.report = r; return x, nil }
+	} else {
+		// The small supervisor, as an installed server has it beside itself.
+		cfg.Supervisor = filepath.Join(b.TempDir(), "quotashare-supervisor")
+		if out, err := exec.Command("go", "build", "-o", cfg.Supervisor, "github.com/quotashare/quotashare/cmd/quotashare-supervisor").CombinedOutput(); err != nil {
+			b.Fatalf("build: %v\n%s", err, out)
+		}
+	}
+	var ru0 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	var ch0 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ch0)
 	s, err := Start(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -141,7 +163,7 @@ func kueueShape(b *testing.B) {
 					defer wg.Done()
 					tick := time.NewTicker(k.every)
 					defer tick.Stop()
-					pl := fmt.Sprintf(`{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":%d}}`, k.units)
+					pl := fmt.Sprintf(`{"AlgorithmSpecification":{"ContainerEntrypoint":["sleep","%g"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":%d}}`, k.run.Seconds(), k.units)
 					for n := range k.perShare {
 						body := fmt.Sprintf(`{"jobName":"%s-%d-%d-%d","jobQueue":"cohort%d","serviceJobType":"SAGEMAKER_TRAINING","quotaShareName":"cq%d","schedulingPriority":%d,"serviceRequestPayload":%q}`,
 							class, q, i, n, q, i, k.prio, pl)
@@ -187,9 +209,36 @@ func kueueShape(b *testing.B) {
 	admissions := x.admits
 	waits := map[string][]time.Duration{}
 	for _, sb := range subs {
-		waits[sb.class] = append(waits[sb.class], x.starts[sb.id].Sub(sb.at))
+		first := x.starts[sb.id]
+		if *kueueLocal {
+			j, err := s.Engine().Job(sb.id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, a := range append(j.Attempts, j.Preempted...) {
+				if first.IsZero() || a.StartedAt.Before(first) {
+					first = a.StartedAt
+				}
+			}
+		}
+		waits[sb.class] = append(waits[sb.class], first.Sub(sb.at))
 	}
 	x.mu.Unlock()
+	if *kueueLocal {
+		admissions = 0
+		for _, n := range m.Counters.Starts {
+			admissions += int(n)
+		}
+		var ru1, ch1 syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ch1)
+		cpu := func(a, b syscall.Rusage) float64 {
+			return time.Duration(b.Utime.Nano() + b.Stime.Nano() - a.Utime.Nano() - a.Stime.Nano()).Seconds()
+		}
+		b.ReportMetric(float64(admissions)/total.Seconds(), "starts/s")
+		b.ReportMetric(cpu(ru0, ru1)*1000/float64(admissions), "process-cpu-ms/start")
+		b.ReportMetric(cpu(ch0, ch1)*1000/float64(admissions), "children-cpu-ms/start")
+	}
 	b.ReportMetric(total.Seconds(), "total-s")
 	b.ReportMetric(total.Seconds()/floor, "x-floor")
 	b.ReportMetric(float64(admissions)/float64(len(subs)), "admissions/job")

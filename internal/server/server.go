@@ -81,6 +81,9 @@ type Config struct {
 	// Containment is how the local executor holds each instance's processes
 	// (procexec.ContainAuto, the default; ContainCgroup; ContainSubreaper).
 	Containment string
+	// Supervisor is the local executor's supervisor program (default: see
+	// procexec.Config.Supervisor).
+	Supervisor string
 	// PassEnv names variables of the server's environment that local jobs get too.
 	PassEnv []string
 	// InsecureNoAuth lets the server listen beyond loopback without Credentials: anyone
@@ -225,7 +228,7 @@ func Start(cfg Config) (*Server, error) {
 	} else {
 		x, err = procexec.New(procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
 			GPUTable: cfg.GPUTable, PassEnv: cfg.PassEnv, UnstagedChannels: cfg.UnstagedChannels, Report: engine.Report,
-			MaxLogBytes: cfg.MaxLogBytes, Logf: cfg.Logf, Containment: cfg.Containment})
+			MaxLogBytes: cfg.MaxLogBytes, Logf: cfg.Logf, Containment: cfg.Containment, Supervisor: cfg.Supervisor})
 	}
 	if err != nil {
 		engine.Close()
