@@ -14,12 +14,6 @@ import (
 // DefaultMaxLogBytes caps each stream of each instance when Config says nothing.
 const DefaultMaxLogBytes = 64 << 20
 
-// createLog creates an instance's log for appending: after a cut, the job's next write
-// goes to the new end, not to its old offset past it.
-func createLog(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
-}
-
 // guardLogs checks the instance's logs against the cap every Poll while it runs, until
 // the returned stop is called (more than once is fine).
 func (x *Executor) guardLogs(r *run, is *instanceState) (stop func()) {

@@ -136,6 +136,7 @@ type run struct {
 	instances int
 	exited    int
 	launchErr error
+	hostErr   error // an instance's supervisor could not prepare it
 	signalled bool // some program was still running when SIGTERM was sent
 }
 
@@ -337,9 +338,6 @@ func (x *Executor) launch(r *run) error {
 		cmd, err := x.command(r, req, is, hosts)
 		if err == nil {
 			err = cmd.Start()
-			// The child holds its own copies of the log files now.
-			cmd.Stdout.(*os.File).Close()
-			cmd.Stderr.(*os.File).Close()
 		}
 		if err != nil {
 			if i == 0 {
@@ -388,34 +386,15 @@ func (x *Executor) failLaunch(r *run, err error) error {
 
 // command builds the supervised process of one instance.
 func (x *Executor) command(r *run, req *trainingjob.Request, is *instanceState, hosts []string) (*exec.Cmd, error) {
+	// The supervisor makes the instance's folders and log files: a launch's file system
+	// calls are most of its cost, and the server launches one attempt at a time.
 	idir := filepath.Join(r.dir, is.Host)
-	// Each folder by itself, parents first: MkdirAll would look at each one first, and a
-	// launch's file system calls are most of its cost.
-	for _, d := range []string{"", "work", "model", "output", "output/data"} {
-		if err := os.Mkdir(filepath.Join(idir, d), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, err
-		}
-	}
-	// The files go to the process as they are; the parent's copies are closed by
-	// cmd.Wait or, for a process that failed to start, by the caller.
-	// Appending: when the log cap cuts a file, the job's next write lands at its new end.
-	stdout, err := createLog(filepath.Join(idir, "stdout.log"))
-	if err != nil {
-		return nil, err
-	}
-	stderr, err := createLog(filepath.Join(idir, "stderr.log"))
-	if err != nil {
-		stdout.Close()
-		return nil, err
-	}
 	argv := append(slices.Clone(req.AlgorithmSpecification.ContainerEntrypoint), req.AlgorithmSpecification.ContainerArguments...)
 	env := x.environ(r, req, is, hosts, idir)
 	// The entrypoint is a program, found here in the job's own PATH and given to the
 	// supervisor as a path.
 	prog, err := lookPath(argv[0], env)
 	if err != nil {
-		stdout.Close()
-		stderr.Close()
 		return nil, err
 	}
 	argv[0] = prog
@@ -424,8 +403,7 @@ func (x *Executor) command(r *run, req *trainingjob.Request, is *instanceState, 
 		cg = "-"
 	}
 	cmd := &exec.Cmd{Path: x.supervisor, Args: append([]string{supervisor.Arg0, strconv.Itoa(supervisor.Protocol), filepath.Join(idir, "exitcode"), cg}, argv...)}
-	cmd.Dir = filepath.Join(idir, "work")
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Dir = r.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = env
 	return cmd, nil
@@ -539,6 +517,13 @@ func (x *Executor) watch(r *run, is *instanceState, cmd *exec.Cmd) {
 		defer stopGuard()
 		if cmd != nil {
 			cmd.Wait()
+			if cmd.ProcessState.ExitCode() == supervisor.SetupFailed {
+				if _, err := os.Stat(filepath.Join(r.dir, is.Host, "exitcode")); err != nil {
+					x.mu.Lock()
+					r.hostErr = fmt.Errorf("%s: its supervisor could not prepare the instance's folder and logs under the attempt's folder (a full or read-only disk?)", is.Host)
+					x.mu.Unlock()
+				}
+			}
 		} else {
 			for alive(is.PID, is.StartTime) {
 				if !x.sleep() {
@@ -661,6 +646,9 @@ func (x *Executor) result(r *run) quotashare.Report {
 		}
 	}
 	switch {
+	case r.hostErr != nil && r.launchErr == nil:
+		h := hostFailure(r.spec, r.hostErr)
+		rep.Capacity, rep.Kind, rep.Reason, rep.ExitCode = true, h.Kind, h.Reason, nil
 	case r.launchErr != nil:
 		var je *jobError
 		if errors.As(r.launchErr, &je) {

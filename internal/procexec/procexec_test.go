@@ -420,6 +420,22 @@ func TestHostLaunchFailure(t *testing.T) {
 	if !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.HasPrefix(rep.Reason, "HOST:LAUNCH_FAILED - this host could not launch the attempt: ") {
 		t.Errorf("report %+v", rep)
 	}
+
+	// The supervisor makes the instance's folder: a file in its way is the host's fault
+	// too, and uses none of the job's attempts.
+	if err := os.MkdirAll(filepath.Join(dir, "h2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "h2", "algo-1"), []byte("in the way"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Start(spec("h2", payload(t, "true", nil))); err != nil {
+		t.Fatalf("Start = %v, want the failure reported", err)
+	}
+	rep = ch.next(t, quotashare.AttemptExited)
+	if !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.Contains(rep.Reason, "algo-1: its supervisor could not prepare the instance's folder") {
+		t.Errorf("report %+v", rep)
+	}
 }
 
 // TestCheckSaysWhatToDo: a payload the local executor cannot run is refused at submit,

@@ -23,6 +23,12 @@ import (
 //
 //	PROTOCOL EXITFILE CGROUP|- PROGRAM ARG...
 //
+// The folder of EXITFILE is the instance's: the supervisor makes it, with work/, model/
+// and output/data/ in it, opens its stdout.log and stderr.log (appending, so that the
+// executor's cap can cut them while the job writes) for the program's output and its own
+// messages, and runs the program in work/. When it cannot, it exits with SetupFailed and
+// writes no EXITFILE: the host's fault, not the job's.
+//
 // PROTOCOL is Protocol; with the single argument --protocol it prints Protocol and exits,
 // so that an executor can check a supervisor binary before it uses it. Nothing of the
 // job's environment (its PATH) matters to the supervisor: it needs no shell.
@@ -60,6 +66,10 @@ const Protocol = 1
 // would end the supervisor itself and leave the job's processes to init.
 const KillSignal = syscall.SIGUSR1
 
+// SetupFailed is the supervisor's exit status when it could not prepare the instance's
+// folder (a full or read-only disk, a path in the way).
+const SetupFailed = 125
+
 const prSetChildSubreaper = 36
 
 type supervisor struct {
@@ -78,13 +88,31 @@ func (s *supervisor) say(format string, args ...any) {
 func supervise(exitFile, cgroup string, argv []string) int {
 	runtime.GOMAXPROCS(1)
 	s := &supervisor{self: os.Getpid(), code: -1, termed: map[int]bool{}, stderr: os.Stderr}
+	idir := filepath.Dir(exitFile)
+	work := filepath.Join(idir, "work")
+	var logs [2]*os.File
+	for _, d := range []string{idir, work, filepath.Join(idir, "model"), filepath.Join(idir, "output"), filepath.Join(idir, "output", "data")} {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			s.say("%v", err)
+			return SetupFailed
+		}
+	}
+	for i, name := range []string{"stdout.log", "stderr.log"} {
+		f, err := os.OpenFile(filepath.Join(idir, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+		if err != nil {
+			s.say("%v", err)
+			return SetupFailed
+		}
+		logs[i] = f
+	}
+	s.stderr = logs[1]
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
 		s.say("PR_SET_CHILD_SUBREAPER: %v", e)
 	}
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, KillSignal, syscall.SIGCHLD)
 
-	attr := &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}}
+	attr := &syscall.ProcAttr{Dir: work, Env: os.Environ(), Files: []uintptr{0, logs[0].Fd(), logs[1].Fd()}}
 	var err error
 	if cgroup != "-" {
 		// Made here rather than by the server, whose loop launches every attempt; one
