@@ -137,7 +137,7 @@ type run struct {
 	exited    int
 	launchErr error
 	hostErr   error // an instance's supervisor could not prepare it
-	signalled bool // some program was still running when SIGTERM was sent
+	signalled bool  // some program was still running when SIGTERM was sent
 }
 
 // runState is what the attempt's folder records: enough to adopt it after a restart.
