@@ -915,9 +915,39 @@ func (x *Executor) OpenLog(_ context.Context, attemptID, host, stream string) (i
 }
 
 // Forget removes the attempts' folders: their output and run state.
-func (x *Executor) Forget(attemptIDs []string) error { return attemptdir.Remove(x.cfg.Dir, attemptIDs) }
+func (x *Executor) Forget(attemptIDs []string) error {
+	for _, id := range attemptIDs {
+		x.removeCgroups(id)
+	}
+	return attemptdir.Remove(x.cfg.Dir, attemptIDs)
+}
 
 // Prune removes the folders of attempts whose job is gone.
 func (x *Executor) Prune(keep func(attemptID string) bool) (int, error) {
-	return attemptdir.Prune(x.cfg.Dir, keep)
+	return attemptdir.Prune(x.cfg.Dir, func(id string) bool {
+		if keep(id) {
+			return true
+		}
+		x.removeCgroups(id)
+		return false
+	})
+}
+
+// removeCgroups removes the cgroups of an attempt's instances that are still there (their
+// supervisor was killed while no server watched it), as its folder records them. A
+// cgroup that still holds a process stays.
+func (x *Executor) removeCgroups(attemptID string) {
+	b, err := os.ReadFile(filepath.Join(x.cfg.Dir, attemptID, "state.json"))
+	if err != nil {
+		return
+	}
+	var st runState
+	if json.Unmarshal(b, &st) != nil {
+		return
+	}
+	for _, is := range st.Instances {
+		if is.Cgroup != "" {
+			os.Remove(is.Cgroup)
+		}
+	}
 }

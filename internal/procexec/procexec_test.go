@@ -2,6 +2,7 @@ package procexec
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -644,5 +645,54 @@ func TestSmallSupervisor(t *testing.T) {
 	}
 	if pids := findByEnv("QUOTASHARE_ATTEMPT_ID=small"); len(pids) != 0 {
 		t.Errorf("processes %v outlived the attempt", pids)
+	}
+}
+
+// TestForgetRemovesCgroup: an attempt whose supervisor was killed while no executor
+// watched it leaves its (emptied) cgroup; forgetting the attempt removes it.
+func TestForgetRemovesCgroup(t *testing.T) {
+	if _, err := cgroupRoot(); err != nil {
+		t.Skipf("no cgroup containment here: %v", err)
+	}
+	dir := t.TempDir()
+	x, ch := newExecWith(t, Config{Dir: dir, Grace: time.Second, Containment: ContainCgroup})
+	if err := x.Start(spec("left", payload(t, `touch "$SM_MODEL_DIR/ready"; sleep 300`, nil))); err != nil {
+		t.Fatal(err)
+	}
+	ch.next(t, quotashare.AttemptRunning)
+	waitFile(t, filepath.Join(dir, "left", "algo-1", "model", "ready"))
+	cg := filepath.Join(x.cgroups, cgroupName("left", "algo-1"))
+	x.Close() // nobody watches any more
+	// The supervisor first, so that it cannot clean up after its job.
+	var pids []int
+	for _, pid := range findByEnv("QUOTASHARE_ATTEMPT_ID=left") {
+		if supervisor.Is(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		} else {
+			pids = append(pids, pid)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); slices.ContainsFunc(findByEnv("QUOTASHARE_ATTEMPT_ID=left"), supervisor.Is); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the supervisor did not end")
+		}
+	}
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(supervisor.CgroupProcs(cg)) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the cgroup's processes did not end")
+		}
+	}
+	if _, err := os.Stat(cg); err != nil {
+		t.Fatalf("the killed supervisor's cgroup is already gone: %v", err)
+	}
+	y, _ := newExecWith(t, Config{Dir: dir, Grace: time.Second, Containment: ContainCgroup})
+	if err := y.Forget([]string{"left"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cg); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cgroup %s left after Forget: %v", cg, err)
 	}
 }
