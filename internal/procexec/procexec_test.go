@@ -649,50 +649,42 @@ func TestSmallSupervisor(t *testing.T) {
 }
 
 // TestForgetRemovesCgroup: an attempt whose supervisor was killed while no executor
-// watched it leaves its (emptied) cgroup; forgetting the attempt removes it.
+// watched it leaves its emptied cgroup behind; forgetting the attempt, or pruning it at
+// start, removes it, as the attempt's state file names it.
 func TestForgetRemovesCgroup(t *testing.T) {
 	if _, err := cgroupRoot(); err != nil {
 		t.Skipf("no cgroup containment here: %v", err)
 	}
 	dir := t.TempDir()
-	x, ch := newExecWith(t, Config{Dir: dir, Grace: time.Second, Containment: ContainCgroup})
-	if err := x.Start(spec("left", payload(t, `touch "$SM_MODEL_DIR/ready"; sleep 300`, nil))); err != nil {
+	x, _ := newExecWith(t, Config{Dir: dir, Grace: time.Second, Containment: ContainCgroup})
+	left := func(id string) string {
+		cg := filepath.Join(x.cgroups, cgroupName(id, "algo-1"))
+		if err := os.Mkdir(cg, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(cg) })
+		st, _ := json.Marshal(runState{Instances: []instanceState{{Host: "algo-1", Type: "ml.g5.xlarge", PID: 1, Supervisor: supervisor.Protocol, Cgroup: cg}}})
+		if err := os.MkdirAll(filepath.Join(dir, id), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, id, "state.json"), st, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return cg
+	}
+	forgotten, pruned, kept := left("forgotten"), left("pruned"), left("kept")
+	if err := x.Forget([]string{"forgotten"}); err != nil {
 		t.Fatal(err)
 	}
-	ch.next(t, quotashare.AttemptRunning)
-	waitFile(t, filepath.Join(dir, "left", "algo-1", "model", "ready"))
-	cg := filepath.Join(x.cgroups, cgroupName("left", "algo-1"))
-	x.Close() // nobody watches any more
-	// The supervisor first, so that it cannot clean up after its job.
-	var pids []int
-	for _, pid := range findByEnv("QUOTASHARE_ATTEMPT_ID=left") {
-		if supervisor.Is(pid) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		} else {
-			pids = append(pids, pid)
-		}
-	}
-	for deadline := time.Now().Add(20 * time.Second); slices.ContainsFunc(findByEnv("QUOTASHARE_ATTEMPT_ID=left"), supervisor.Is); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the supervisor did not end")
-		}
-	}
-	for _, pid := range pids {
-		syscall.Kill(pid, syscall.SIGKILL)
-	}
-	for deadline := time.Now().Add(20 * time.Second); len(supervisor.CgroupProcs(cg)) > 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the cgroup's processes did not end")
-		}
-	}
-	if _, err := os.Stat(cg); err != nil {
-		t.Fatalf("the killed supervisor's cgroup is already gone: %v", err)
-	}
-	y, _ := newExecWith(t, Config{Dir: dir, Grace: time.Second, Containment: ContainCgroup})
-	if err := y.Forget([]string{"left"}); err != nil {
+	if _, err := x.Prune(func(id string) bool { return id == "kept" }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(cg); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("cgroup %s left after Forget: %v", cg, err)
+	for _, cg := range []string{forgotten, pruned} {
+		if _, err := os.Stat(cg); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s left: %v", cg, err)
+		}
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("the kept attempt's cgroup: %v", err)
 	}
 }

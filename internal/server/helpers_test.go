@@ -206,6 +206,9 @@ func startSigned(t *testing.T, content string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		s.Close()
+		killJobs(filepath.Join(dir, "data")) // before the folder goes: a supervisor may still be writing in it
+	})
 	return s
 }

@@ -24,7 +24,10 @@ func TestMetricsToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		s.Close()
+		killJobs(filepath.Join(dir, "data"))
+	})
 	get := func(auth string, sign bool) int {
 		req, _ := http.NewRequest(http.MethodGet, s.URL+"/metrics", nil)
 		if auth != "" {

@@ -15,11 +15,15 @@ import (
 // is a share limit on a type its queue's environment does not have, naming both. A
 // refused request changes nothing.
 func TestInstanceTypes(t *testing.T) {
-	s, err := Start(Config{Addr: "127.0.0.1:0", Data: t.TempDir(), Grace: time.Second, Logf: t.Logf, InstanceTypes: []string{"onprem.a100x8"}})
+	data := t.TempDir()
+	s, err := Start(Config{Addr: "127.0.0.1:0", Data: data, Grace: time.Second, Logf: t.Logf, InstanceTypes: []string{"onprem.a100x8"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		s.Close()
+		killJobs(data)
+	})
 	c := newClient(s.URL)
 	env := func(name, typ string) error {
 		_, err := c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String(name),
