@@ -60,6 +60,7 @@ func startServer(t testing.TB, data string, args ...string) *serverProc {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
+		defer procexec.RemoveCgroups(filepath.Join(data, "attempts"))
 		for range 50 { // the jobs a killed server leaves behind
 			pids := procexec.FindJobs(data)
 			if len(pids) == 0 {

@@ -933,6 +933,17 @@ func (x *Executor) Prune(keep func(attemptID string) bool) (int, error) {
 	})
 }
 
+// RemoveCgroups removes the empty cgroups of the attempts under an executor's folder
+// (the local executor's is DATA/attempts): a test that kills a server's jobs, and then
+// removes their folder, calls it in between.
+func RemoveCgroups(dir string) {
+	ents, _ := os.ReadDir(dir)
+	x := &Executor{cfg: Config{Dir: dir}}
+	for _, e := range ents {
+		x.removeCgroups(e.Name())
+	}
+}
+
 // removeCgroups removes the cgroups of an attempt's instances that are still there (their
 // supervisor was killed while no server watched it), as its folder records them. A
 // cgroup that still holds a process stays.

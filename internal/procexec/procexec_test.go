@@ -52,6 +52,7 @@ func newExecWith(t *testing.T, cfg Config) (*Executor, reports) {
 	}
 	t.Cleanup(func() {
 		x.Close()
+		defer RemoveCgroups(dir)
 		for range 50 {
 			pids := FindJobs(dir)
 			if len(pids) == 0 {

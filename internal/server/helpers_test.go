@@ -50,6 +50,7 @@ func start(t *testing.T, dir string, grace time.Duration) (*Server, *batch.Clien
 // killJobs kills the job processes a test server left running (a server leaves them on
 // Close, for the next start to adopt): those whose QUOTASHARE_EXIT_FILE lies under dir.
 func killJobs(dir string) {
+	defer procexec.RemoveCgroups(filepath.Join(dir, "attempts"))
 	for range 50 {
 		pids := procexec.FindJobs(dir)
 		if len(pids) == 0 {
