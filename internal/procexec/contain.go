@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/quotashare/quotashare/internal/supervisor"
 )
@@ -48,11 +50,24 @@ func cgroupRoot() (string, error) {
 	if _, err := os.Stat(filepath.Join(probe, "cgroup.kill")); err != nil {
 		return "", errors.New("the kernel's cgroups have no cgroup.kill (Linux 5.14 or later)")
 	}
-	f, err := os.OpenFile(filepath.Join(probe, "cgroup.procs"), os.O_WRONLY, 0)
+	// What the supervisor will do: start a process inside the cgroup (clone3 with
+	// CLONE_INTO_CGROUP), which cgroup v2's rules can refuse where file access allows it.
+	f, err := os.Open(probe)
 	if err != nil {
-		return "", fmt.Errorf("cannot move processes into a cgroup: %w", err)
+		return "", fmt.Errorf("cannot open a cgroup: %w", err)
 	}
-	f.Close()
+	defer f.Close()
+	// /bin/true where the host has it (this binary starts slower, as tests build it).
+	cmd := exec.Command("/bin/true")
+	if _, err := os.Stat("/bin/true"); err != nil {
+		cmd = exec.Command("/proc/self/exe")
+		cmd.Args[0] = "quotashare-cgroup-probe"
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("cannot start a process in a cgroup: %w", err)
+	}
+	cmd.Wait()
 	return dir, nil
 }
 

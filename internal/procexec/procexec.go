@@ -100,8 +100,11 @@ type Executor struct {
 // Any binary that links this package is a supervisor when started under its name: the
 // executor's fallback when no quotashare-supervisor is installed beside it.
 func init() {
-	if len(os.Args) > 0 && os.Args[0] == supervisor.Arg0 {
+	switch {
+	case len(os.Args) > 0 && os.Args[0] == supervisor.Arg0:
 		os.Exit(supervisor.Main(os.Args[1:]))
+	case len(os.Args) > 0 && os.Args[0] == "quotashare-cgroup-probe":
+		os.Exit(0) // started in a cgroup by cgroupRoot, to see that it can be
 	}
 }
 
