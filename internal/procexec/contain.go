@@ -57,11 +57,12 @@ func cgroupRoot() (string, error) {
 		return "", fmt.Errorf("cannot open a cgroup: %w", err)
 	}
 	defer f.Close()
-	// /bin/true where the host has it (this binary starts slower, as tests build it).
+	// /bin/true where the host has it, else this binary as a supervisor asked its
+	// protocol (it starts slower, as tests build it).
 	cmd := exec.Command("/bin/true")
 	if _, err := os.Stat("/bin/true"); err != nil {
-		cmd = exec.Command("/proc/self/exe")
-		cmd.Args[0] = "quotashare-cgroup-probe"
+		cmd = exec.Command("/proc/self/exe", "--protocol")
+		cmd.Args[0] = supervisor.Arg0
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}
 	if err := cmd.Start(); err != nil {

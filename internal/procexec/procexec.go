@@ -3,8 +3,9 @@
 // ContainerEntrypoint + ContainerArguments, each in its own process group and working
 // folder, with SageMaker's usual environment and its share of the host's GPUs.
 //
-// Every instance runs under a supervisor (this binary again, see supervisor.go) that
-// holds all of the job's processes, in a cgroup v2 of their own where the host allows it
+// Every instance runs under a supervisor (internal/supervisor: quotashare-supervisor
+// where it is installed beside this executable, else this binary again) that holds all
+// of the job's processes, in a cgroup v2 of their own where the host allows it
 // and as its descendants (a child subreaper) always, and writes the program's exit code
 // to a file when it ends. So the status of a process survives a crash of the server:
 // after a restart, Recover adopts the supervisors still alive (checked by pid and start
@@ -100,11 +101,8 @@ type Executor struct {
 // Any binary that links this package is a supervisor when started under its name: the
 // executor's fallback when no quotashare-supervisor is installed beside it.
 func init() {
-	switch {
-	case len(os.Args) > 0 && os.Args[0] == supervisor.Arg0:
+	if len(os.Args) > 0 && os.Args[0] == supervisor.Arg0 {
 		os.Exit(supervisor.Main(os.Args[1:]))
-	case len(os.Args) > 0 && os.Args[0] == "quotashare-cgroup-probe":
-		os.Exit(0) // started in a cgroup by cgroupRoot, to see that it can be
 	}
 }
 
@@ -179,14 +177,14 @@ func New(cfg Config) (*Executor, error) {
 		return nil, err
 	}
 	x := &Executor{cfg: cfg, runs: map[string]*run{}, gpus: map[string]string{}, done: make(chan struct{})}
+	var which string
 	if cfg.Supervisor != "" {
-		x.supervisor, x.containment = cfg.Supervisor, cfg.Supervisor
+		x.supervisor, which = cfg.Supervisor, cfg.Supervisor
 	} else if exe, err := os.Executable(); err == nil {
-		x.supervisor, x.containment = supervisorPath(filepath.Dir(exe))
+		x.supervisor, which = supervisorPath(filepath.Dir(exe))
 	} else {
-		x.supervisor, x.containment = "/proc/self/exe", "this binary"
+		x.supervisor, which = "/proc/self/exe", "this binary"
 	}
-	which := x.containment
 	const walk = "a supervisor per instance that is a child subreaper (PR_SET_CHILD_SUBREAPER) and walks its descendants"
 	switch cfg.Containment {
 	case "", ContainAuto, ContainCgroup:
@@ -520,13 +518,6 @@ func (x *Executor) watch(r *run, is *instanceState, cmd *exec.Cmd) {
 		defer stopGuard()
 		if cmd != nil {
 			cmd.Wait()
-			if cmd.ProcessState.ExitCode() == supervisor.SetupFailed {
-				if _, err := os.Stat(filepath.Join(r.dir, is.Host, "exitcode")); err != nil {
-					x.mu.Lock()
-					r.hostErr = fmt.Errorf("%s: its supervisor could not prepare the instance's folder and logs under the attempt's folder (a full or read-only disk?)", is.Host)
-					x.mu.Unlock()
-				}
-			}
 		} else {
 			for alive(is.PID, is.StartTime) {
 				if !x.sleep() {
@@ -547,7 +538,13 @@ func (x *Executor) watch(r *run, is *instanceState, cmd *exec.Cmd) {
 		if is.Cgroup != "" {
 			killCgroup(is.Cgroup, x.sleep)
 		}
-		if _, err := os.Stat(filepath.Join(r.dir, is.Host, "exitcode")); err != nil || is.Supervisor == 0 {
+		_, err := os.Stat(filepath.Join(r.dir, is.Host, "exitcode"))
+		if err != nil && cmd != nil && cmd.ProcessState.ExitCode() == supervisor.SetupFailed {
+			x.mu.Lock()
+			r.hostErr = fmt.Errorf("%s: its supervisor could not prepare the instance's folder and logs under the attempt's folder (a full or read-only disk?)", is.Host)
+			x.mu.Unlock()
+		}
+		if err != nil || is.Supervisor == 0 {
 			if !x.sweep(instanceMark(r.spec.AttemptID, is.Host), false) {
 				return
 			}
@@ -920,7 +917,7 @@ func (x *Executor) OpenLog(_ context.Context, attemptID, host, stream string) (i
 // Forget removes the attempts' folders: their output and run state.
 func (x *Executor) Forget(attemptIDs []string) error {
 	for _, id := range attemptIDs {
-		x.removeCgroups(id)
+		removeCgroups(x.cfg.Dir, id)
 	}
 	return attemptdir.Remove(x.cfg.Dir, attemptIDs)
 }
@@ -931,7 +928,7 @@ func (x *Executor) Prune(keep func(attemptID string) bool) (int, error) {
 		if keep(id) {
 			return true
 		}
-		x.removeCgroups(id)
+		removeCgroups(x.cfg.Dir, id)
 		return false
 	})
 }
@@ -941,17 +938,16 @@ func (x *Executor) Prune(keep func(attemptID string) bool) (int, error) {
 // removes their folder, calls it in between.
 func RemoveCgroups(dir string) {
 	ents, _ := os.ReadDir(dir)
-	x := &Executor{cfg: Config{Dir: dir}}
 	for _, e := range ents {
-		x.removeCgroups(e.Name())
+		removeCgroups(dir, e.Name())
 	}
 }
 
 // removeCgroups removes the cgroups of an attempt's instances that are still there (their
-// supervisor was killed while no server watched it), as its folder records them. A
-// cgroup that still holds a process stays.
-func (x *Executor) removeCgroups(attemptID string) {
-	b, err := os.ReadFile(filepath.Join(x.cfg.Dir, attemptID, "state.json"))
+// supervisor was killed while no server watched it), as its folder under dir records
+// them. A cgroup that still holds a process stays.
+func removeCgroups(dir, attemptID string) {
+	b, err := os.ReadFile(filepath.Join(dir, attemptID, "state.json"))
 	if err != nil {
 		return
 	}
