@@ -182,17 +182,11 @@ func (l *Ledger) Apply(p sched.Plan) []error {
 		v.State = "stopping"
 	}
 
-	// What this pass's starts borrow, per type, and each victim group's rule.
+	// What this pass's starts borrow, per type.
 	borrowedOf := map[string]int{}
 	for _, st := range p.Starts {
 		for _, d := range st.Borrowed {
 			borrowedOf[d.InstanceType] += d.Count
-		}
-	}
-	victimRule := map[string]sched.Rule{}
-	for _, pr := range p.Preemptions {
-		if pr.Rule != sched.RuleEnvironmentShrunk {
-			victimRule[pr.ForJob] = pr.Rule
 		}
 	}
 
@@ -200,13 +194,14 @@ func (l *Ledger) Apply(p sched.Plan) []error {
 	for _, key := range groups {
 		vs := victimsOf[key]
 		var short []quotashare.Demand
+		var rule sched.Rule
 		for _, pr := range p.Preemptions {
 			if pr.ForJob == key || (pr.Rule == sched.RuleEnvironmentShrunk && fmt.Sprint("shrink ", pr.Shortfall) == key) {
-				short = pr.Shortfall
+				short, rule = pr.Shortfall, pr.Rule
 				break
 			}
 		}
-		covers := func(set []*LedgerJob) bool {
+		covers := func(set []*LedgerJob, short []quotashare.Demand) bool {
 			for _, d := range short {
 				n := 0
 				for _, v := range set {
@@ -218,28 +213,32 @@ func (l *Ledger) Apply(p sched.Plan) []error {
 			}
 			return true
 		}
-		if !covers(vs) {
+		// spared returns the victims the others would do without, for a shortfall.
+		spared := func(short []quotashare.Demand) []*LedgerJob {
+			var out []*LedgerJob
+			for i := range vs {
+				if covers(append(slices.Clone(vs[:i]), vs[i+1:]...), short) {
+					out = append(out, vs[i])
+				}
+			}
+			return out
+		}
+		if !covers(vs, short) {
 			bad("victims of %s do not cover the shortfall %v", key, short)
 		}
-		for i := range vs {
-			rest := append(slices.Clone(vs[:i]), vs[i+1:]...)
-			if covers(rest) {
-				bad("invariant 7: victim %s of %s could be spared (shortfall %v)", vs[i].ID, key, short)
-			}
+		for _, v := range spared(short) {
+			bad("invariant 7: victim %s of %s could be spared (shortfall %v)", v.ID, key, short)
 		}
 		// No preemption that no rule requires: a job that starts by borrowing in the pass
 		// of a reclaim takes nothing the reclaiming job could have used instead of a
 		// victim (phase 1, the lenders' own jobs, comes before borrowing).
-		if victimRule[key] == sched.RuleReclaim {
-			short = slices.Clone(short)
-			for k, d := range short {
-				short[k].Count = max(0, d.Count-borrowedOf[d.InstanceType])
+		if rule == sched.RuleReclaim && borrowedAny(short, borrowedOf) {
+			less := slices.Clone(short)
+			for k, d := range less {
+				less[k].Count = max(0, d.Count-borrowedOf[d.InstanceType])
 			}
-			for i := range vs {
-				rest := append(slices.Clone(vs[:i]), vs[i+1:]...)
-				if covers(rest) && borrowedAny(short, borrowedOf) {
-					bad("victim %s of %s's reclaim could be spared had this pass not started borrowers on the capacity (%v borrowed)", vs[i].ID, key, borrowedOf)
-				}
+			for _, v := range spared(less) {
+				bad("victim %s of %s's reclaim could be spared had this pass not started borrowers on the capacity (%v borrowed)", v.ID, key, borrowedOf)
 			}
 		}
 	}
