@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quotashare/quotashare/internal/supervisor"
 )
 
 var (
@@ -23,9 +24,9 @@ var (
 // BenchmarkLocalStarts: the real server binary with the local executor runs -local.jobs
 // trivial jobs (ContainerEntrypoint ["true"]), submitted at once by 90 plain net/http
 // clients onto 64 free instances. It reports starts per second (from the first submit
-// until the server's metrics count every job SUCCEEDED) and the CPU per start of the server process alone
-// (server-cpu-ms/start) and of its children, the supervisors and the jobs
-// (children-cpu-ms/start), read from /proc. Not run by the test suite: run it with
+// until the server's metrics count every job SUCCEEDED) and the CPU per start of the
+// server process alone (server-cpu-ms/start) and of its children, the supervisors and
+// the jobs (children-cpu-ms/start), read from /proc. Not run by the test suite: run it with
 // go test ./cmd/quotashare -run '^$' -bench LocalStarts -benchtime 1x.
 func BenchmarkLocalStarts(b *testing.B) {
 	for b.Loop() {
@@ -108,11 +109,10 @@ func succeeded(b *testing.B, url string) int {
 
 // procCPU returns the CPU time a process has used, and that of its reaped children.
 func procCPU(b *testing.B, pid int) [2]time.Duration {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		b.Fatal(err)
+	f, ok := supervisor.Stat(pid)
+	if !ok {
+		b.Fatalf("no /proc/%d/stat", pid)
 	}
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
 	tick := func(i int) time.Duration {
 		n, _ := strconv.ParseInt(f[i], 10, 64)
 		return time.Duration(n) * time.Second / 100 // USER_HZ
