@@ -215,7 +215,7 @@ func kueueShape(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			for _, a := range append(j.Attempts, j.Preempted...) {
+			for _, a := range slices.Concat(j.Attempts, j.Preempted) { // not append: j's slices may be the engine's
 				if first.IsZero() || a.StartedAt.Before(first) {
 					first = a.StartedAt
 				}
