@@ -73,6 +73,10 @@ type Plan struct {
 	// Waiting lists the examined jobs still waiting whose reason is new or changed. The
 	// reason of any waiting job, examined or not, is given by Scheduler.Reason.
 	Waiting []Wait
+	// WakeAt, if not zero, is when the next pass should run at the latest even if nothing
+	// else happens: the earliest moment an attempt that a waiting job would preempt
+	// comes of age (its share's minimum run time ends).
+	WakeAt time.Time
 }
 
 // pass is the state of one scheduling pass.
@@ -84,12 +88,15 @@ type pass struct {
 	examined []*job
 	buf      [][]*job // per share: the jobs after the one last visited, read ahead from the queue
 	version  int      // counts decisions; eligibility is rechecked only after one
+	wake     int64    // Plan.WakeAt in Unix ns, 0 for none
 }
 
 // Plan runs one scheduling pass at time now and assumes its decisions (see the package doc).
 func (s *Scheduler) Plan(now time.Time) Plan {
 	s.pass++
 	p := &pass{s: s, now: now.UnixNano(), examined: s.examined[:0]}
+	clear(s.heldFor)
+	s.heldFor = s.heldFor[:0]
 	p.shrinkEnvironment()
 	p.avail = make([]int, len(s.capacity))
 	for t := range p.avail {
@@ -120,12 +127,16 @@ func (s *Scheduler) Plan(now time.Time) Plan {
 	}
 	clear(p.examined) // the jobs may go before the next pass
 	s.examined = p.examined[:0]
+	if p.wake != 0 {
+		p.plan.WakeAt = time.Unix(0, p.wake)
+	}
 	return p.plan
 }
 
 func (p *pass) mark(j *job) {
 	if j.seen != p.s.pass {
 		j.seen = p.s.pass
+		j.waitAge = nil
 		p.examined = append(p.examined, j)
 	}
 }
@@ -189,8 +200,11 @@ func (p *pass) reserve(j *job, victims []*job) {
 		for _, v := range victims {
 			freeing += v.holds(nd.t)
 		}
-		if r := nd.n - freeing; r > 0 {
-			p.avail[nd.t] -= min(max(p.avail[nd.t], 0), r)
+		if r := min(max(p.avail[nd.t], 0), nd.n-freeing); r > 0 {
+			p.avail[nd.t] -= r
+			if h := p.s.heldFor; len(h) == 0 || h[len(h)-1] != j {
+				p.s.heldFor = append(h, j)
+			}
 		}
 	}
 }
@@ -241,6 +255,7 @@ func (p *pass) start(j *job) {
 	j.started = p.now
 	j.startedPass = s.pass
 	j.reason = nil
+	j.waitAge = nil
 	s.hold(j)
 	p.plan.Starts = append(p.plan.Starts, Start{JobID: j.id, Share: j.sh.cfg.Name, Borrowed: borrowed})
 }
@@ -399,6 +414,9 @@ func (p *pass) ownEligible(sh *share) bool {
 
 func (p *pass) visitOwn(j *job) bool {
 	s := p.s
+	if j.waitAge != nil {
+		return true // already waiting for attempts to come of age (phase 1 runs again after earmarked borrowers)
+	}
 	if j.earmark != nil {
 		// Lower-priority jobs of the share behind one about to borrow the room its
 		// preemption made wait for it; they must not take that room in phase 1.
@@ -423,8 +441,13 @@ func (p *pass) visitOwn(j *job) bool {
 		p.start(j)
 		return true
 	}
-	if victims, freed, ok := s.reclaimVictims(j, p.avail); ok {
+	if victims, freed, ok := s.reclaimVictims(j, p.avail, p.now); ok {
 		p.preempt(j, victims, freed, RuleReclaim)
+		return true
+	}
+	if p.waitForAge(j, RuleReclaim) {
+		// Its own share's lower-priority work is not preempted meanwhile: the borrowed
+		// capacity is the job's, only not yet.
 		return true
 	}
 	p.tryInShare(j)
@@ -432,14 +455,66 @@ func (p *pass) visitOwn(j *job) bool {
 }
 
 // tryInShare preempts strictly lower-priority attempts of j's share for j, where the
-// share enables in-share preemption and they can make room.
+// share enables in-share preemption and they can make room, or has j wait for those of
+// them its share's minimum run time protects.
 func (p *pass) tryInShare(j *job) {
-	if !j.sh.cfg.InSharePreemption {
+	if !j.sh.cfg.InSharePreemption || j.waitAge != nil {
 		return
 	}
-	if victims, short, ok := p.s.inShareVictims(j, p.avail); ok {
+	if victims, short, ok := p.s.inShareVictims(j, p.avail, p.now); ok {
 		p.preempt(j, victims, short, RuleInShare)
+		return
 	}
+	p.waitForAge(j, RuleInShare)
+}
+
+// waitForAge handles a job whose preemption by rule finds no victims now: if it would
+// find them once the minimum run times protecting some of them end, the job waits for
+// them, the capacity free now that it needs and they will not free is held for it (as for
+// a preemption), and the pass asks to be woken when the first of them comes of age. It
+// reports whether the job waits so.
+func (p *pass) waitForAge(j *job, rule Rule) bool {
+	s := p.s
+	if !s.minRunTimes() {
+		return false
+	}
+	var victims []*job
+	var ok bool
+	if rule == RuleReclaim {
+		victims, _, ok = s.reclaimVictims(j, p.avail, anyAge)
+	} else {
+		victims, _, ok = s.inShareVictims(j, p.avail, anyAge)
+	}
+	if !ok {
+		return false
+	}
+	w := &ageWait{rule: rule}
+	for _, v := range victims {
+		if v.protectedAt(p.now, rule) {
+			w.protected = append(w.protected, v)
+			w.until = max(w.until, v.comesOfAge())
+			if p.wake == 0 || v.comesOfAge() < p.wake {
+				p.wake = v.comesOfAge()
+			}
+		}
+	}
+	if len(w.protected) == 0 {
+		return false
+	}
+	j.waitAge = w
+	p.version++
+	p.reserve(j, victims)
+	return true
+}
+
+// minRunTimes reports whether any share has a minimum run time.
+func (s *Scheduler) minRunTimes() bool {
+	for _, sh := range s.order {
+		if sh.cfg.MinRunTime > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // ownShortfall is, per type, what a job within its share's limit lacks of the capacity
@@ -526,7 +601,7 @@ func (p *pass) borrowEligible(sh *share) bool {
 
 func (p *pass) visitBorrow(j *job) bool {
 	s := p.s
-	if j.earmark != nil || s.neverFits(j) || s.fitsOwn(j) {
+	if j.earmark != nil || j.waitAge != nil || s.neverFits(j) || s.fitsOwn(j) {
 		return true
 	}
 	if s.canBorrow(j, p.avail) {
@@ -582,7 +657,7 @@ func (p *pass) inShareEligible(sh *share) bool {
 
 func (p *pass) visitInShare(j *job) bool {
 	s := p.s
-	if j.earmark != nil || s.neverFits(j) {
+	if j.earmark != nil || j.waitAge != nil || s.neverFits(j) {
 		return true
 	}
 	if low, ok := j.sh.all.Min(); !ok || low.prio >= j.prio {

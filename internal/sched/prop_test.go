@@ -64,7 +64,9 @@ func genShare(t *rapid.T, name string, types []string) sched.Share {
 		Strategy:          rapid.SampledFrom([]quotashare.Strategy{quotashare.Reserve, quotashare.Lend, quotashare.LendAndBorrow, quotashare.LendAndBorrow}).Draw(t, name+".strategy"),
 		BorrowLimit:       rapid.SampledFrom([]int{-1, 0, 50, 100, 200}).Draw(t, name+".borrowLimit"),
 		InSharePreemption: rapid.Bool().Draw(t, name+".inShare"),
+		MinRunTime:        time.Duration(rapid.SampledFrom([]int{0, 0, 2, 8, 30}).Draw(t, name+".minRunTime")) * time.Second,
 	}
+	sh.MinRunTimeAgainstReclaim = sh.MinRunTime > 0 && rapid.Bool().Draw(t, name+".againstReclaim")
 	for i, ty := range types {
 		if i == 0 || rapid.SampledFrom([]bool{true, true, true, false}).Draw(t, name+".has."+ty) {
 			sh.Limits = append(sh.Limits, quotashare.Demand{InstanceType: ty, Count: rapid.SampledFrom([]int{1, 2, 2, 3, 4, 0}).Draw(t, name+".limit."+ty)})
@@ -113,6 +115,7 @@ func (w *world) plan() {
 	if d := cmp.Diff(plans[0], plans[2], opts); d != "" {
 		w.fatalf("fast and reference schedulers disagree (-fast +reference):\n%s", d)
 	}
+	w.ledger.Now = now
 	for _, err := range w.ledger.Apply(plans[0]) {
 		w.fatalf("%v\nplan: %+v", err, plans[0])
 	}

@@ -35,6 +35,13 @@ const (
 	ReasonWaitingForReclaim ReasonCode = "WAITING_FOR_RECLAIM"
 	// ReasonWaitingForPreemption: lower-priority jobs of the share are being preempted for it.
 	ReasonWaitingForPreemption ReasonCode = "WAITING_FOR_PREEMPTION"
+	// ReasonWaitingForMinRunTime: the attempts the job would preempt (reclaim or in-share,
+	// Reason.Rule) include some that their share's minimum run time still protects; the job
+	// waits for them to come of age, with the capacity free now held for it.
+	ReasonWaitingForMinRunTime ReasonCode = "WAITING_FOR_MIN_RUN_TIME"
+	// ReasonCapacityHeld: the job could start by the numbers, but the free capacity it
+	// would take is held for jobs that preempt for it or wait for attempts to come of age.
+	ReasonCapacityHeld ReasonCode = "CAPACITY_HELD"
 	// ReasonHeldForHead: the share holds back for its head job, which is past the
 	// head-of-line timeout.
 	ReasonHeldForHead ReasonCode = "HELD_FOR_HEAD_OF_LINE"
@@ -81,8 +88,11 @@ type Reason struct {
 	// in a row.
 	Other string
 	Count int
-	// Until is, for ReasonExecutorCapacity, when the hold ends at the latest (Unix ns).
+	// Until is, for ReasonExecutorCapacity, when the hold ends at the latest (Unix ns);
+	// for ReasonWaitingForMinRunTime, when the last protected attempt comes of age.
 	Until int64
+	// Rule is, for ReasonWaitingForMinRunTime, the preemption the job waits to make.
+	Rule Rule
 }
 
 // String is the statusReason text: the code, " - ", and a sentence.
@@ -127,6 +137,17 @@ func (r Reason) Text() string {
 	case ReasonWaitingForPreemption:
 		return fmt.Sprintf("waiting for %d lower-priority attempt(s) of share %s to stop (%s); the capacity is earmarked for this job",
 			r.Count, r.Share, r.Other)
+	case ReasonWaitingForMinRunTime:
+		at := time.Unix(0, r.Until).UTC().Format(time.RFC3339Nano)
+		if r.Rule == RuleInShare {
+			return fmt.Sprintf("waiting for %d lower-priority attempt(s) of share %s to reach the share's minimum run time (%s), at the latest at %s; they are then preempted for this job, and the capacity free now is held for it",
+				r.Count, r.Share, r.Other, at)
+		}
+		return fmt.Sprintf("waiting for %d borrowing attempt(s) to reach their share's minimum run time (%s), at the latest at %s; they are then reclaimed for this job, and the capacity free now is held for it",
+			r.Count, r.Other, at)
+	case ReasonCapacityHeld:
+		return fmt.Sprintf("the free capacity is held for %d job(s) whose preemptions will make room for them (%s); this job comes after them",
+			r.Count, r.Other)
 	case ReasonHeldForHead:
 		return fmt.Sprintf("share %s holds back for its head job %s, which has waited longer than the head-of-line timeout",
 			r.Share, r.Other)
@@ -162,20 +183,17 @@ func (s *Scheduler) classify(j *job) Reason {
 	}
 	sh := j.sh
 	if em := j.earmark; em != nil {
-		var names []string
-		for i, v := range em.victims {
-			if i == 3 {
-				names = append(names, "...")
-				break
-			}
-			names = append(names, v.id+" of share "+v.sh.cfg.Name)
-		}
 		code := ReasonWaitingForReclaim
 		if em.rule == RuleInShare {
 			code = ReasonWaitingForPreemption
 		}
 		r := s.reason(j, code, j.need[0])
-		r.Other, r.Count = strings.Join(names, ", "), len(em.victims)
+		r.Other, r.Count = jobNames(em.victims), len(em.victims)
+		return r
+	}
+	if w := j.waitAge; w != nil && j.seen == s.pass {
+		r := s.reason(j, ReasonWaitingForMinRunTime, j.need[0])
+		r.Other, r.Count, r.Until, r.Rule = jobNames(w.protected), len(w.protected), w.until, w.rule
 		return r
 	}
 	if h := sh.heldBy; h != nil && h != j {
@@ -214,7 +232,19 @@ func (s *Scheduler) classify(j *job) Reason {
 			return r
 		}
 	}
-	// It fits by the numbers: the capacity is reserved for jobs ahead (earmarks).
+	// It fits by the numbers: the capacity is reserved for jobs ahead (earmarks, waits
+	// for attempts to come of age).
+	var others []*job
+	for _, h := range s.heldFor {
+		if h != j {
+			others = append(others, h)
+		}
+	}
+	if len(others) > 0 {
+		r := s.reason(j, ReasonCapacityHeld, j.need[0])
+		r.Other, r.Count = jobNames(others), len(others)
+		return r
+	}
 	r := s.reason(j, ReasonNoFreeCapacity, j.need[0])
 	r.Available = 0
 	return r
@@ -252,6 +282,19 @@ func (s *Scheduler) Reason(id string) (Reason, bool) {
 	r := s.reason(j, ReasonQueuedBehind, j.need[0])
 	r.Count = ahead
 	return r, true
+}
+
+// jobNames lists up to three jobs as "ID of share NAME".
+func jobNames(vs []*job) string {
+	var names []string
+	for i, v := range vs {
+		if i == 3 {
+			names = append(names, "...")
+			break
+		}
+		names = append(names, v.id+" of share "+v.sh.cfg.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 func (s *Scheduler) preemptionText(v, j *job, rule Rule) string {

@@ -59,7 +59,30 @@ type Share struct {
 	// Disabled shares accept no new jobs (the API enforces that); their queued and
 	// running jobs go on, so the core schedules them as usual.
 	Disabled bool
+	// MinRunTime is how long an attempt of the share runs (since it started running)
+	// before in-share preemption may take it: a younger attempt is no victim of it. Zero,
+	// the default, is AWS's behaviour. Environment shrinking ignores it (the capacity is
+	// gone).
+	MinRunTime time.Duration
+	// MinRunTimeAgainstReclaim extends MinRunTime to reclaim: a younger attempt that
+	// borrows is not reclaimed either; the owner's job waits for it to come of age, with
+	// the capacity that is free held for it meanwhile.
+	MinRunTimeAgainstReclaim bool
 }
+
+// MaxMinRunTime is the longest minimum run time a share may have.
+const MaxMinRunTime = 7 * 24 * time.Hour
+
+// protectedAt reports whether v's share protects it, at time at (Unix ns), from preemption
+// by rule: it has run for less than the share's minimum run time, and the minimum run
+// time covers the rule.
+func (v *job) protectedAt(at int64, rule Rule) bool {
+	c := &v.sh.cfg
+	return c.MinRunTime > 0 && (rule == RuleInShare || c.MinRunTimeAgainstReclaim) && at-v.started < int64(c.MinRunTime)
+}
+
+// comesOfAge is when v's minimum run time ends (Unix ns).
+func (v *job) comesOfAge() int64 { return v.started + int64(v.sh.cfg.MinRunTime) }
 
 // Job is a job as the core sees it.
 type Job struct {
@@ -112,8 +135,18 @@ type job struct {
 	startedPass   uint32   // pass number that started the job's attempt
 	arrivedPass   uint32   // pass number current when the job last became RUNNABLE
 	earmark       *earmark // capacity being freed for this waiting job
+	waitAge       *ageWait // set in the pass that found this job waiting for attempts to come of age
 	victimOf      *earmark // the earmark this stopping attempt frees capacity for
 	reason        *Reason  // last reason reported for this waiting job
+}
+
+// ageWait records that a waiting job would preempt attempts that the minimum run time
+// of their share still protects: it waits for them, and the capacity free now is held
+// for it. It holds for the pass that set it (the job's seen).
+type ageWait struct {
+	rule      Rule
+	protected []*job // the would-be victims still protected, in victim order
+	until     int64  // when the last of them comes of age (Unix ns)
 }
 
 // hold keeps a waiting job out of scheduling passes after the executor refused its attempt
@@ -164,6 +197,7 @@ type Scheduler struct {
 	examined  []*job // kept between passes for its capacity: a pass examines up to tens of thousands
 	pass      uint32
 	held      map[*job]*hold // waiting jobs the executor's refusal keeps out of passes
+	heldFor   []*job         // jobs that free capacity was held for in the last pass, in order
 }
 
 // New returns an empty Scheduler.
@@ -297,6 +331,12 @@ func CheckShare(cfg Share) error {
 	}
 	if cfg.Strategy == quotashare.LendAndBorrow && (cfg.BorrowLimit < -1 || cfg.BorrowLimit > MaxInstances) {
 		return fmt.Errorf("resourceSharingConfiguration.borrowLimit: %d must be -1 (unlimited) or from 0 to %d percent", cfg.BorrowLimit, MaxInstances)
+	}
+	if cfg.MinRunTime < 0 || cfg.MinRunTime > MaxMinRunTime || cfg.MinRunTime%time.Second != 0 {
+		return fmt.Errorf("quotashareMinRunTime.seconds: %v must be whole seconds from 0 to %d", cfg.MinRunTime, int(MaxMinRunTime/time.Second))
+	}
+	if cfg.MinRunTimeAgainstReclaim && cfg.MinRunTime == 0 {
+		return fmt.Errorf("quotashareMinRunTime.againstReclaim: applies only with a minimum run time above 0 seconds")
 	}
 	if len(cfg.Limits) < 1 || len(cfg.Limits) > MaxShareLimits {
 		return fmt.Errorf("capacityLimits: a quota share has 1 to %d limits, one per instance type; got %d", MaxShareLimits, len(cfg.Limits))

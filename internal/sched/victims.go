@@ -1,6 +1,9 @@
 package sched
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
 // Victim choice, SPEC.md section 4. Candidates for reclaiming type t are the active
 // attempts holding t in shares over their limit for t (usage not counting attempts already
@@ -9,7 +12,12 @@ import "slices"
 // then the newest job. Candidates are taken in that order while their share is still over
 // its limit and until the shortfall is covered; then, latest-taken first, every victim the
 // others can spare is dropped (see choose). An attempt started in the same pass is never
-// a victim (no start is undone by the pass that made it).
+// a victim (no start is undone by the pass that made it), nor is an attempt that its
+// share's minimum run time protects from the rule (protectedAt); the share furthest over
+// its limit among those that still have candidates goes first.
+
+// anyAge, as a selection's time, ignores minimum run times.
+const anyAge = math.MinInt64
 
 // selection accumulates victims and what they free.
 type selection struct {
@@ -19,11 +27,22 @@ type selection struct {
 	freed   []int
 	takenU  [][]int // per share index, per type: capacity taken from it so far
 	cursor  map[[2]int]*job
+	// at is the time (Unix ns) at which minimum run times protect attempts from rule;
+	// anyAge ignores them (to find the victims a waiting job will take once they come of
+	// age).
+	at   int64
+	rule Rule
 }
 
-func (s *Scheduler) newSelection() *selection {
+func (s *Scheduler) newSelection(at int64, rule Rule) *selection {
 	return &selection{s: s, taken: map[*job]bool{}, freed: make([]int, len(s.typeNames)), cursor: map[[2]int]*job{},
-		takenU: make([][]int, len(s.order))}
+		takenU: make([][]int, len(s.order)), at: at, rule: rule}
+}
+
+// candidate reports whether v may be taken: not taken yet, not started in this pass, and
+// not protected by its share's minimum run time.
+func (sel *selection) candidate(v *job) bool {
+	return !sel.taken[v] && v.startedPass != sel.s.pass && (sel.at == anyAge || !v.protectedAt(sel.at, sel.rule))
 }
 
 func (sel *selection) take(v *job) {
@@ -54,7 +73,7 @@ func (sel *selection) nextIn(o *share, t int) *job {
 	} else {
 		v, ok = o.actives[t].After(c)
 	}
-	for ok && (sel.taken[v] || v.startedPass == sel.s.pass) {
+	for ok && !sel.candidate(v) {
 		v, ok = o.actives[t].After(v)
 	}
 	if !ok {
@@ -65,16 +84,18 @@ func (sel *selection) nextIn(o *share, t int) *job {
 }
 
 // fromBorrowers takes victims from shares over their limit (other than req) for each type
-// t of types in turn, until enough(t) or no share is over for t, and reports whether it
-// got there for all of them at the end (a victim taken for one type frees the others it
-// holds too).
+// t of types in turn, until enough(t) or no share over for t has a candidate left, and
+// reports whether it got there for all of them at the end (a victim taken for one type
+// frees the others it holds too).
 func (sel *selection) fromBorrowers(req *share, types []int, enough func(t int) bool) bool {
+	var spent []bool // per share index: no candidate left for the current type
 	for _, t := range types {
+		clear(spent)
 		for !enough(t) {
 			var best *share
 			bestOver := 0
 			for _, o := range sel.s.order {
-				if o == req {
+				if o == req || (spent != nil && spent[o.idx]) {
 					continue
 				}
 				if ov := sel.over(o, t); ov > bestOver {
@@ -86,7 +107,11 @@ func (sel *selection) fromBorrowers(req *share, types []int, enough func(t int) 
 			}
 			v := sel.nextIn(best, t)
 			if v == nil {
-				break
+				if spent == nil {
+					spent = make([]bool, len(sel.s.order))
+				}
+				spent[best.idx] = true
+				continue
 			}
 			sel.take(v)
 		}
@@ -163,8 +188,9 @@ func (s *Scheduler) reclaimable(req *share, t int) int {
 // the share is still over. A victim frees all it holds, so a multi-instance one may free
 // more than its share borrows, and may take a RESERVE share below its limit, which then
 // keeps its idle capacity: so the test is what the job could take, not a sum of what the
-// victims free. It returns the victims and, per type, what they free.
-func (s *Scheduler) reclaimVictims(j *job, avail []int) ([]*job, []need, bool) {
+// victims free. It returns the victims and, per type, what they free. Attempts that a
+// minimum run time protects at time at are no candidates (none at anyAge).
+func (s *Scheduler) reclaimVictims(j *job, avail []int, at int64) ([]*job, []need, bool) {
 	// A cheap necessary test first: the victims can free no more of a type than the shares
 	// over their limit for some type j needs hold of it (not counting attempts already
 	// stopping); a victim taken for one type frees the others it holds.
@@ -185,7 +211,7 @@ func (s *Scheduler) reclaimVictims(j *job, avail []int) ([]*job, []need, bool) {
 			return nil, nil, false
 		}
 	}
-	sel := s.newSelection()
+	sel := s.newSelection(at, RuleReclaim)
 	types := make([]int, len(j.need))
 	for i, nd := range j.need {
 		types[i] = nd.t
@@ -216,13 +242,15 @@ func (s *Scheduler) reclaimVictims(j *job, avail []int) ([]*job, []need, bool) {
 // where its strategy and borrowLimit allow, by borrowing the lenders' idle capacity for
 // the part above it (rule 3). Priority never crosses a share's allocation: the capacity
 // j gets is the share's own or what rule 3 lets it borrow, never another share's.
-func (s *Scheduler) inShareVictims(j *job, avail []int) ([]*job, []need, bool) {
+// Attempts that the share's minimum run time protects at time at are no candidates (none
+// at anyAge).
+func (s *Scheduler) inShareVictims(j *job, avail []int, at int64) ([]*job, []need, bool) {
 	sh := j.sh
 	short, ok := s.inShareShortfall(j, avail)
 	if !ok || len(short) == 0 {
 		return nil, nil, false
 	}
-	sel := s.newSelection()
+	sel := s.newSelection(at, RuleInShare)
 	found := false
 	sh.all.Ascend(func(v *job) bool {
 		if v.prio >= j.prio {
@@ -234,7 +262,7 @@ func (s *Scheduler) inShareVictims(j *job, avail []int) ([]*job, []need, bool) {
 				useful = true
 			}
 		}
-		if !useful || v.startedPass == s.pass {
+		if !useful || !sel.candidate(v) {
 			return true
 		}
 		sel.take(v)
@@ -331,7 +359,7 @@ func (p *pass) shrinkEnvironment() {
 			continue
 		}
 		short := []need{{t: t, n: over}}
-		sel := s.newSelection()
+		sel := s.newSelection(anyAge, RuleEnvironmentShrunk)
 		if !sel.fromBorrowers(nil, []int{t}, func(t int) bool { return sel.freed[t] >= over }) {
 			var rest []*job
 			for _, o := range s.order {

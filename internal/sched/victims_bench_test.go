@@ -42,7 +42,7 @@ func BenchmarkReclaimVictims(b *testing.B) {
 	var victims []*job
 	for b.Loop() {
 		var ok bool
-		victims, _, ok = s.reclaimVictims(j, avail)
+		victims, _, ok = s.reclaimVictims(j, avail, anyAge)
 		if !ok {
 			b.Fatal("no victims")
 		}

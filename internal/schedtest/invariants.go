@@ -3,6 +3,7 @@ package schedtest
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/sched"
@@ -19,6 +20,9 @@ type Ledger struct {
 	// waiting: a head-of-line timeout holds a share back, or a shallow backfill depth stops
 	// a pass before it. The liveness check (invariant 5) then does not apply.
 	MayHold bool
+	// Now is the time of the plan the next Apply checks: the start time of the attempts
+	// it starts, and the clock of the shares' minimum run times.
+	Now time.Time
 }
 
 // LedgerJob is a job as the ledger sees it.
@@ -27,6 +31,19 @@ type LedgerJob struct {
 	Priority  int
 	Need      []quotashare.Demand
 	State     string // "queued", "active", "stopping"
+	// Started is when the active attempt started; Reason the last reason code the
+	// scheduler gave while the job waited.
+	Started time.Time
+	Reason  sched.ReasonCode
+}
+
+// protected reports whether v's share's minimum run time protects it from rule now.
+func (l *Ledger) protected(v *LedgerJob, rule sched.Rule) bool {
+	sh := l.Shares[v.Share]
+	if sh.MinRunTime == 0 || (rule == sched.RuleReclaim && !sh.MinRunTimeAgainstReclaim) {
+		return false
+	}
+	return l.Now.Sub(v.Started) < sh.MinRunTime
 }
 
 // NewLedger returns an empty ledger.
@@ -126,7 +143,7 @@ func (l *Ledger) Apply(p sched.Plan) []error {
 			bad("start of %s, which is not waiting", s.JobID)
 			continue
 		}
-		j.State = "active"
+		j.State, j.Started, j.Reason = "active", l.Now, ""
 		started[s.JobID] = true
 	}
 	victimsOf := map[string][]*LedgerJob{}
@@ -139,6 +156,10 @@ func (l *Ledger) Apply(p sched.Plan) []error {
 		}
 		if started[pr.JobID] {
 			bad("%s is started and preempted in the same plan", pr.JobID)
+		}
+		if pr.Rule != sched.RuleEnvironmentShrunk && l.protected(v, pr.Rule) {
+			bad("%s preempted (%s) after running %v, less than share %s's minimum run time %v",
+				v.ID, pr.Rule, l.Now.Sub(v.Started), v.Share, l.Shares[v.Share].MinRunTime)
 		}
 		switch pr.Rule {
 		case sched.RuleReclaim:
@@ -279,15 +300,35 @@ func (l *Ledger) Apply(p sched.Plan) []error {
 		}
 	}
 
-	// Invariant 5: with nothing stopping, no job within its share's limit is left waiting
-	// while the capacity it is allowed plus what others borrow would cover it.
+	// A job waiting for attempts to come of age waits for an attempt that is still
+	// protected, and the plan asks to be woken by then.
+	ageWaits := false
+	for _, w := range p.Waiting {
+		if j := l.Jobs[w.JobID]; j != nil {
+			j.Reason = w.Reason.Code
+		}
+		if w.Reason.Code != sched.ReasonWaitingForMinRunTime {
+			continue
+		}
+		if until := time.Unix(0, w.Reason.Until); !until.After(l.Now) || p.WakeAt.IsZero() || p.WakeAt.After(until) || !p.WakeAt.After(l.Now) {
+			bad("%s waits for attempts to come of age until %v, at %v, with the next pass at %v", w.JobID, until, l.Now, p.WakeAt)
+		}
+	}
+	for _, j := range l.Jobs {
+		ageWaits = ageWaits || (j.State == "queued" && j.Reason == sched.ReasonWaitingForMinRunTime)
+	}
+
+	// Invariant 5: with nothing stopping and no job holding free capacity while it waits
+	// for attempts to come of age, no job within its share's limit is left waiting while
+	// the capacity it is allowed plus what others borrow and their minimum run time does
+	// not protect would cover it.
 	stoppingAny := false
 	for _, j := range l.Jobs {
 		if j.State == "stopping" {
 			stoppingAny = true
 		}
 	}
-	if !stoppingAny && !l.MayHold {
+	if !stoppingAny && !ageWaits && !l.MayHold {
 		for _, j := range l.Jobs {
 			if j.State != "queued" || l.misconfigured(j) {
 				continue
@@ -310,7 +351,8 @@ func (l *Ledger) fitsOwn(j *LedgerJob) bool {
 }
 
 // couldStart: for every type, what the job may take (free less RESERVE shares' idle and
-// capacity no share owns) plus what other shares borrow covers its need.
+// capacity no share owns) plus what other shares borrow covers its need, counting of each
+// share's borrowing no more than its attempts that no minimum run time protects hold.
 func (l *Ledger) couldStart(j *LedgerJob) bool {
 	for _, d := range j.Need {
 		t := d.InstanceType
@@ -320,7 +362,13 @@ func (l *Ledger) couldStart(j *LedgerJob) bool {
 			total += u
 			owned += lim
 			if name != j.Share {
-				borrowed += max(0, u-lim)
+				open := 0
+				for _, v := range l.Jobs {
+					if v.Share == name && v.State == "active" && !l.protected(v, sched.RuleReclaim) {
+						open += need(v, t)
+					}
+				}
+				borrowed += min(max(0, u-lim), open)
 				if sh.Strategy == quotashare.Reserve {
 					kept += max(0, lim-u)
 				}

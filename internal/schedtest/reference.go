@@ -27,6 +27,7 @@ type Reference struct {
 	jobs     map[string]*refJob
 	earmarks []*refEarmark
 	heldBy   map[string]string // share -> overdue head it held back for in the last pass
+	heldFor  []*refJob         // jobs free capacity was held for in the last pass
 	pass     int
 }
 
@@ -50,6 +51,23 @@ type refJob struct {
 	victimOf      *refEarmark
 	seen          int
 	reason        *sched.Reason
+	ageWait       *refAgeWait // set in the pass seen: waiting for would-be victims to come of age
+}
+
+type refAgeWait struct {
+	rule      sched.Rule
+	protected []*refJob
+	until     int64
+}
+
+// protectedAt: v has run less than its share's minimum run time at time at, and the
+// minimum run time covers the rule (in-share always, reclaim if the share says so).
+func (r *Reference) protectedAt(v *refJob, at int64, rule sched.Rule) bool {
+	c := r.shares[v.share].cfg
+	if c.MinRunTime == 0 || (rule == sched.RuleReclaim && !c.MinRunTimeAgainstReclaim) {
+		return false
+	}
+	return v.started+int64(c.MinRunTime) > at
 }
 
 type refEarmark struct {

@@ -17,12 +17,17 @@ type refPass struct {
 	plan     sched.Plan
 	examined []*refJob
 	held     map[string]bool // shares whose phase 1 stopped at a job about to borrow
+	wake     int64
 }
+
+// anyAge, as the time of a victim search, ignores minimum run times.
+const anyAge = -1 << 63
 
 // Plan implements sim.Core: one scheduling pass, the same phases as sched in the plainest form.
 func (r *Reference) Plan(now time.Time) sched.Plan {
 	r.pass++
 	p := &refPass{r: r, now: now.UnixNano(), avail: map[string]int{}}
+	r.heldFor = nil
 	p.shrink()
 	for _, t := range r.types() {
 		p.avail[t] = r.capacity[t] - r.total(t)
@@ -78,6 +83,9 @@ func (r *Reference) Plan(now time.Time) sched.Plan {
 			p.plan.Waiting = append(p.plan.Waiting, sched.Wait{JobID: j.id, Reason: rs})
 		}
 	}
+	if p.wake != 0 {
+		p.plan.WakeAt = time.Unix(0, p.wake)
+	}
 	return p.plan
 }
 
@@ -87,8 +95,11 @@ func (p *refPass) reserve(j *refJob, victims []*refJob) {
 		for _, v := range victims {
 			freeing += holds(v, d.InstanceType)
 		}
-		if rest := d.Count - freeing; rest > 0 {
-			p.avail[d.InstanceType] -= min(max(p.avail[d.InstanceType], 0), rest)
+		if rest := min(max(p.avail[d.InstanceType], 0), d.Count-freeing); rest > 0 {
+			p.avail[d.InstanceType] -= rest
+			if !slices.Contains(p.r.heldFor, j) {
+				p.r.heldFor = append(p.r.heldFor, j)
+			}
 		}
 	}
 }
@@ -103,7 +114,7 @@ func (p *refPass) start(j *refJob) {
 		}
 		p.avail[d.InstanceType] -= d.Count
 	}
-	j.state, j.started, j.startedPass, j.reason = "active", p.now, r.pass, nil
+	j.state, j.started, j.startedPass, j.reason, j.ageWait = "active", p.now, r.pass, nil, nil
 	p.plan.Starts = append(p.plan.Starts, sched.Start{JobID: j.id, Share: j.share, Borrowed: borrowed})
 }
 
@@ -138,7 +149,7 @@ func (p *refPass) scan(eligible func(string) bool, visit func(*refJob) bool) {
 		best.i++
 		best.scanned++
 		if j.seen != r.pass {
-			j.seen = r.pass
+			j.seen, j.ageWait = r.pass, nil
 			p.examined = append(p.examined, j)
 		}
 		cont := visit(j)
@@ -180,6 +191,9 @@ func (r *Reference) hasActive(share string) bool {
 
 func (p *refPass) visitOwn(j *refJob) bool {
 	r := p.r
+	if j.ageWait != nil {
+		return true
+	}
 	if j.earmark != nil {
 		if j.earmark.borrowReady { // the share's lower-priority jobs wait for it
 			p.held[j.share] = true
@@ -200,17 +214,30 @@ func (p *refPass) visitOwn(j *refJob) bool {
 		p.start(j)
 		return true
 	}
+	if victims, freedBy, ok := r.reclaim(j, p.avail, p.now); ok {
+		p.preempt(j, victims, freedBy, sched.RuleReclaim)
+		return true
+	}
+	if p.waitForAge(j, sched.RuleReclaim) {
+		return true
+	}
+	p.inShare(j)
+	return true
+}
+
+// reclaim: victims from the shares over their limit, not protected at time at (anyAge:
+// none is), after which j can start; and what they free per type.
+func (r *Reference) reclaim(j *refJob, avail map[string]int, at int64) ([]*refJob, []quotashare.Demand, bool) {
 	taken := map[*refJob]bool{}
 	var victims []*refJob
 	var types []string
 	for _, d := range j.need {
 		types = append(types, d.InstanceType)
 	}
-	startsAfter := func(vs []*refJob, t string) bool { return holds(j, t) <= r.allowedAfter(j.share, t, p.avail, vs) }
+	startsAfter := func(vs []*refJob, t string) bool { return holds(j, t) <= r.allowedAfter(j.share, t, avail, vs) }
 	enough := func(t string) bool { return startsAfter(victims, t) }
-	if !r.fromBorrowers(j.share, types, taken, &victims, enough) {
-		p.inShare(j)
-		return true
+	if !r.fromBorrowers(j.share, types, taken, &victims, enough, at) {
+		return nil, nil, false
 	}
 	victims = prune(victims, func(vs []*refJob) bool {
 		for _, t := range types {
@@ -226,7 +253,47 @@ func (p *refPass) visitOwn(j *refJob) bool {
 			freedBy = append(freedBy, quotashare.Demand{InstanceType: t, Count: n})
 		}
 	}
-	p.preempt(j, victims, freedBy, sched.RuleReclaim)
+	return victims, freedBy, true
+}
+
+// waitForAge: when the preemption by rule would find victims were no minimum run time
+// protecting them, j waits for the protected ones, with what it needs of the free
+// capacity and they will not free held for it; the pass wakes when the first comes of age.
+func (p *refPass) waitForAge(j *refJob, rule sched.Rule) bool {
+	r := p.r
+	some := false
+	for _, sh := range r.shares {
+		some = some || sh.cfg.MinRunTime > 0
+	}
+	if !some {
+		return false
+	}
+	var victims []*refJob
+	var ok bool
+	if rule == sched.RuleReclaim {
+		victims, _, ok = r.reclaim(j, p.avail, anyAge)
+	} else {
+		victims, _, ok = r.inShareVictims(j, p.avail, anyAge)
+	}
+	if !ok {
+		return false
+	}
+	w := &refAgeWait{rule: rule}
+	for _, v := range victims {
+		if r.protectedAt(v, p.now, rule) {
+			w.protected = append(w.protected, v)
+			age := v.started + int64(r.shares[v.share].cfg.MinRunTime)
+			w.until = max(w.until, age)
+			if p.wake == 0 || age < p.wake {
+				p.wake = age
+			}
+		}
+	}
+	if len(w.protected) == 0 {
+		return false
+	}
+	j.ageWait = w
+	p.reserve(j, victims)
 	return true
 }
 
@@ -258,14 +325,16 @@ func (r *Reference) reclaimable(except, t string) int {
 	return n
 }
 
-// fromBorrowers takes victims from the share furthest over its limit (ties by name), in
-// victim order, while that share is over and, type by type, not enough is freed.
-func (r *Reference) fromBorrowers(except string, types []string, taken map[*refJob]bool, victims *[]*refJob, enough func(t string) bool) bool {
+// fromBorrowers takes victims from the share furthest over its limit (ties by name) that
+// has candidates left, in victim order, while that share is over and, type by type, not
+// enough is freed. Attempts protected at time at are no candidates.
+func (r *Reference) fromBorrowers(except string, types []string, taken map[*refJob]bool, victims *[]*refJob, enough func(t string) bool, at int64) bool {
 	for _, t := range types {
+		spent := map[string]bool{}
 		for !enough(t) {
 			best, bestOver := "", 0
 			for _, name := range r.shareNames() {
-				if name == except {
+				if name == except || spent[name] {
 					continue
 				}
 				over := r.live(name, t) - r.limit(name, t)
@@ -283,12 +352,14 @@ func (r *Reference) fromBorrowers(except string, types []string, taken map[*refJ
 			}
 			var cands []*refJob
 			for _, v := range r.jobs {
-				if v.share == best && v.state == "active" && holds(v, t) > 0 && !taken[v] && v.startedPass != r.pass {
+				if v.share == best && v.state == "active" && holds(v, t) > 0 && !taken[v] && v.startedPass != r.pass &&
+					(at == anyAge || !r.protectedAt(v, at, sched.RuleReclaim)) {
 					cands = append(cands, v)
 				}
 			}
 			if len(cands) == 0 {
-				break
+				spent[best] = true
+				continue
 			}
 			slices.SortFunc(cands, victimLess)
 			taken[cands[0]] = true
@@ -376,7 +447,7 @@ func (p *refPass) borrowEligible(share string) bool {
 }
 
 func (p *refPass) visitBorrow(j *refJob) bool {
-	if j.earmark != nil || p.r.neverFits(j) || p.r.fitsOwn(j) {
+	if j.earmark != nil || j.ageWait != nil || p.r.neverFits(j) || p.r.fitsOwn(j) {
 		return true
 	}
 	if p.r.canBorrow(j, p.avail) {
@@ -393,7 +464,7 @@ func (p *refPass) inShareEligible(share string) bool {
 
 func (p *refPass) visitInShare(j *refJob) bool {
 	r := p.r
-	if j.earmark != nil || r.neverFits(j) {
+	if j.earmark != nil || j.ageWait != nil || r.neverFits(j) {
 		return true
 	}
 	lowest := -1
@@ -410,15 +481,27 @@ func (p *refPass) visitInShare(j *refJob) bool {
 }
 
 // inShare preempts strictly lower-priority attempts of j's share, not started in this
-// pass, where the share enables it and they cover what j lacks.
+// pass, where the share enables it and they cover what j lacks; or has j wait for those
+// the share's minimum run time protects.
 func (p *refPass) inShare(j *refJob) {
 	r := p.r
-	if !r.shares[j.share].cfg.InSharePreemption {
+	if !r.shares[j.share].cfg.InSharePreemption || j.ageWait != nil {
 		return
 	}
+	if victims, short, ok := r.inShareVictims(j, p.avail, p.now); ok {
+		p.preempt(j, victims, short, sched.RuleInShare)
+		return
+	}
+	p.waitForAge(j, sched.RuleInShare)
+}
+
+// inShareVictims: strictly lower-priority attempts of j's share, not started in this
+// pass nor protected at time at (anyAge: none is), that cover what j lacks.
+func (r *Reference) inShareVictims(j *refJob, avail map[string]int, at int64) ([]*refJob, []quotashare.Demand, bool) {
 	var lower []*refJob
 	for _, v := range r.jobs {
-		if v.share == j.share && v.state == "active" && v.prio < j.prio && v.startedPass != r.pass {
+		if v.share == j.share && v.state == "active" && v.prio < j.prio && v.startedPass != r.pass &&
+			(at == anyAge || !r.protectedAt(v, at, sched.RuleInShare)) {
 			lower = append(lower, v)
 		}
 	}
@@ -429,17 +512,17 @@ func (p *refPass) inShare(j *refJob) {
 	for _, d := range j.need {
 		t := d.InstanceType
 		f := 0
-		for ; f <= r.live(j.share, t) && !r.startsAfter(j.share, d, f, p.avail); f++ {
+		for ; f <= r.live(j.share, t) && !r.startsAfter(j.share, d, f, avail); f++ {
 		}
 		if f > r.live(j.share, t) {
-			return
+			return nil, nil, false
 		}
 		if f > 0 {
 			short = append(short, quotashare.Demand{InstanceType: t, Count: f})
 		}
 	}
 	if len(short) == 0 {
-		return
+		return nil, nil, false
 	}
 	slices.SortFunc(lower, victimLess)
 	var victims []*refJob
@@ -453,10 +536,10 @@ func (p *refPass) inShare(j *refJob) {
 		}
 		victims = append(victims, v)
 		if covered(victims, short) {
-			p.preempt(j, prune(victims, func(vs []*refJob) bool { return covered(vs, short) }), short, sched.RuleInShare)
-			return
+			return prune(victims, func(vs []*refJob) bool { return covered(vs, short) }), short, true
 		}
 	}
+	return nil, nil, false
 }
 
 // startsAfter: could share start d once its active attempts holding f of d's type stopped?
@@ -503,7 +586,7 @@ func (p *refPass) shrink() {
 		short := []quotashare.Demand{{InstanceType: t, Count: over}}
 		taken := map[*refJob]bool{}
 		var victims []*refJob
-		if !r.fromBorrowers("", []string{t}, taken, &victims, func(t string) bool { return freed(victims, t) >= over }) {
+		if !r.fromBorrowers("", []string{t}, taken, &victims, func(t string) bool { return freed(victims, t) >= over }, anyAge) {
 			var rest []*refJob
 			for _, v := range r.jobs {
 				if v.state == "active" && holds(v, t) > 0 && !taken[v] {

@@ -40,6 +40,19 @@ func (r *Reference) classify(j *refJob) sched.Reason {
 		rs.Other, rs.Count = strings.Join(names, ", "), len(em.victims)
 		return rs
 	}
+	if w := j.ageWait; w != nil && j.seen == r.pass {
+		var names []string
+		for i, v := range w.protected {
+			if i == 3 {
+				names = append(names, "...")
+				break
+			}
+			names = append(names, v.id+" of share "+v.share)
+		}
+		rs := r.reasonFor(j, sched.ReasonWaitingForMinRunTime, j.need[0])
+		rs.Other, rs.Count, rs.Until, rs.Rule = strings.Join(names, ", "), len(w.protected), w.until, w.rule
+		return rs
+	}
 	if h := r.heldBy[j.share]; h != "" && h != j.id {
 		rs := r.reasonFor(j, sched.ReasonHeldForHead, j.need[0])
 		rs.Other = h
@@ -76,6 +89,27 @@ func (r *Reference) classify(j *refJob) sched.Reason {
 			}
 			return rs
 		}
+	}
+	var names []string
+	for _, h := range r.heldFor {
+		if h == j {
+			continue
+		}
+		if len(names) == 3 {
+			names = append(names, "...")
+			break
+		}
+		names = append(names, h.id+" of share "+h.share)
+	}
+	if len(names) > 0 {
+		rs := r.reasonFor(j, sched.ReasonCapacityHeld, j.need[0])
+		rs.Other = strings.Join(names, ", ")
+		for _, h := range r.heldFor {
+			if h != j {
+				rs.Count++
+			}
+		}
+		return rs
 	}
 	return r.reasonFor(j, sched.ReasonNoFreeCapacity, j.need[0])
 }

@@ -42,7 +42,7 @@ var _ Core = (*sched.Scheduler)(nil)
 // The script language, one command a line ('#' starts a comment):
 //
 //	capacity TYPE=N ...
-//	share NAME STRATEGY TYPE=N ... [borrow=P] [inshare] [disabled]
+//	share NAME STRATEGY TYPE=N ... [borrow=P] [inshare] [disabled] [minrun=S [minrun-reclaim]]
 //	remove-share NAME
 //	submit ID SHARE TYPE=N ... [prio=P] [at=T]
 //	priority ID P
@@ -103,7 +103,8 @@ func Run(c Core, script string) (string, error) {
 				bl = int(v)
 			}
 			cerr = c.SetShare(sched.Share{Name: args[0], Strategy: quotashare.Strategy(args[1]), Limits: demands(opts),
-				BorrowLimit: bl, InSharePreemption: flags["inshare"], Disabled: flags["disabled"]})
+				BorrowLimit: bl, InSharePreemption: flags["inshare"], Disabled: flags["disabled"],
+				MinRunTime: time.Duration(opts["minrun"]) * time.Second, MinRunTimeAgainstReclaim: flags["minrun-reclaim"]})
 		case "remove-share":
 			if err := need(1); err != nil {
 				return out.String(), err
@@ -164,7 +165,7 @@ func parseArgs(f []string) (args []string, opts map[string]int64, flags map[stri
 	for _, a := range f {
 		k, v, ok := strings.Cut(a, "=")
 		if !ok {
-			if a == "inshare" || a == "disabled" || a == "requeue" {
+			if a == "inshare" || a == "disabled" || a == "requeue" || a == "minrun-reclaim" {
 				flags[a] = true
 			} else {
 				args = append(args, a)
@@ -211,6 +212,9 @@ func writePlan(out *strings.Builder, c Core, p sched.Plan, order []string) {
 		if r, ok := c.Reason(id); ok {
 			fmt.Fprintf(out, "  wait %s: %s\n", id, r)
 		}
+	}
+	if !p.WakeAt.IsZero() {
+		fmt.Fprintf(out, "  wake at=%d\n", p.WakeAt.Unix())
 	}
 	for _, u := range c.Usage() {
 		fmt.Fprintf(out, "  usage %s: waiting %d, holding %d", u.Name, u.Waiting, u.Active)
