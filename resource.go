@@ -53,7 +53,12 @@ type QuotaShare struct {
 	// BorrowLimit is a percentage of each own limit, -1 for unlimited; LEND_AND_BORROW only.
 	BorrowLimit       int
 	InSharePreemption bool
-	Disabled          bool
+	// MinRunTime is quotashare's minimum run time before preemption: an attempt that has
+	// run for less is no victim of in-share preemption, nor, with MinRunTimeAgainstReclaim,
+	// of reclaim. Zero is AWS's behaviour.
+	MinRunTime               time.Duration
+	MinRunTimeAgainstReclaim bool
+	Disabled                 bool
 	// Deleting is set by DeleteQuotaShare while the share's jobs are being terminated.
 	Deleting bool
 	Tags     map[string]string

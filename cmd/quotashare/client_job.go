@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,11 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
-	"github.com/aws/smithy-go/middleware"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/batchapi"
+	"github.com/quotashare/quotashare/internal/sdkx"
 )
 
 // describeJob asks for a job, with its reason code from quotashare's own member.
@@ -40,30 +38,9 @@ func describeWith(c *batch.Client, id string, cf *clientFlags) (*batch.DescribeS
 	return d, member.Reason, nil
 }
 
-// keepBody copies an answer's raw body into dst as it arrives, for the members of
-// quotashare's own that the SDK decodes past. The middleware sits innermost in the
-// deserialize step: it sees the transport's response before the SDK's deserializer
-// reads it, and hands that a fresh reader over the same bytes.
-func keepBody(dst *[]byte) func(*batch.Options) {
-	return func(o *batch.Options) {
-		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
-			return st.Deserialize.Add(middleware.DeserializeMiddlewareFunc("quotashareKeepBody",
-				func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
-					out, md, err := next.HandleDeserialize(ctx, in)
-					if resp, ok := out.RawResponse.(*smithyhttp.Response); ok && resp.Body != nil {
-						b, rerr := io.ReadAll(resp.Body)
-						resp.Body.Close()
-						if rerr != nil && err == nil {
-							err = rerr
-						}
-						*dst = b
-						resp.Body = io.NopCloser(bytes.NewReader(b))
-					}
-					return out, md, err
-				}), middleware.After)
-		})
-	}
-}
+// keepBody keeps an answer's raw body, for the members of quotashare's own that the SDK
+// decodes past.
+var keepBody = sdkx.KeepBody
 
 func when(ms *int64) string {
 	if ms == nil {

@@ -212,6 +212,12 @@ func shareInput(in *shareIn) (dispatch.ShareInput, error) {
 			return s, quotashare.Errorf(quotashare.Invalid, "preemptionConfiguration.inSharePreemption: is required (ENABLED or DISABLED)")
 		}
 	}
+	if m := in.QuotashareMinRunTime; m != nil {
+		if m.Seconds == nil {
+			return s, quotashare.Errorf(quotashare.Invalid, "quotashareMinRunTime.seconds: is required (0 for none)")
+		}
+		s.MinRunTime = &dispatch.MinRunTime{Seconds: int(*m.Seconds), AgainstReclaim: m.AgainstReclaim}
+	}
 	return s, nil
 }
 
@@ -222,6 +228,9 @@ func shareOutOf(s quotashare.QuotaShare, tags bool) shareOut {
 		State:                        enabled(s.Disabled), Status: "VALID"}
 	if s.Strategy.Borrows() {
 		o.ResourceSharingConfiguration.BorrowLimit = int32Ptr(s.BorrowLimit)
+	}
+	if s.MinRunTime > 0 {
+		o.QuotashareMinRunTime = &MinRunTime{Seconds: int32Ptr(int(s.MinRunTime / time.Second)), AgainstReclaim: s.MinRunTimeAgainstReclaim}
 	}
 	if s.Deleting {
 		o.Status = "DELETING"

@@ -156,6 +156,17 @@ type shareIn struct {
 	PreemptionConfiguration      *sharePreemption  `json:"preemptionConfiguration"`
 	State                        string            `json:"state"`
 	Tags                         map[string]string `json:"tags"`
+	// QuotashareMinRunTime is quotashare's own member (SDKs do not send it; quotashare
+	// apply does): the share's minimum run time before preemption.
+	QuotashareMinRunTime *MinRunTime `json:"quotashareMinRunTime"`
+}
+
+// MinRunTime is a share's minimum run time before preemption, as the quotashareMinRunTime
+// member carries it: an attempt that has run for fewer seconds is no victim of in-share
+// preemption, nor, with againstReclaim, of reclaim.
+type MinRunTime struct {
+	Seconds        *int32 `json:"seconds"`
+	AgainstReclaim bool   `json:"againstReclaim,omitempty"`
 }
 
 type shareNameOut struct {
@@ -173,6 +184,9 @@ type shareOut struct {
 	State                        string            `json:"state"`
 	Status                       string            `json:"status"`
 	Tags                         map[string]string `json:"tags,omitempty"`
+	// QuotashareMinRunTime is quotashare's own member, present when the share has a
+	// minimum run time (SDKs ignore it).
+	QuotashareMinRunTime *MinRunTime `json:"quotashareMinRunTime,omitempty"`
 }
 
 type listSharesIn struct {

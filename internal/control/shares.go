@@ -20,8 +20,16 @@ type ShareInput struct {
 	Strategy          quotashare.Strategy
 	BorrowLimit       *int
 	InSharePreemption string
-	State             string
-	Tags              map[string]string
+	// MinRunTime, if not nil, sets quotashare's minimum run time before preemption.
+	MinRunTime *MinRunTime
+	State      string
+	Tags       map[string]string
+}
+
+// MinRunTime is quotashare's minimum run time before preemption, as a request sets it.
+type MinRunTime struct {
+	Seconds        int
+	AgainstReclaim bool
 }
 
 func inShare(v string, def bool) (bool, error) {
@@ -73,6 +81,12 @@ func shareConfig(cur quotashare.QuotaShare, in ShareInput, creating bool) (quota
 	var err error
 	if cur.InSharePreemption, err = inShare(in.InSharePreemption, cur.InSharePreemption); err != nil {
 		return cur, err
+	}
+	if m := in.MinRunTime; m != nil {
+		if m.Seconds < 0 || time.Duration(m.Seconds) > sched.MaxMinRunTime/time.Second {
+			return cur, invalid("quotashareMinRunTime.seconds: %d must be from 0 to %d", m.Seconds, int(sched.MaxMinRunTime/time.Second))
+		}
+		cur.MinRunTime, cur.MinRunTimeAgainstReclaim = time.Duration(m.Seconds)*time.Second, m.AgainstReclaim
 	}
 	if cur.Disabled, err = state("state", in.State, cur.Disabled); err != nil {
 		return cur, err

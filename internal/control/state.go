@@ -198,10 +198,23 @@ func (e *State) Step(reports []quotashare.Report, tick bool) {
 	e.timeLimits(now)
 	e.sweep(now)
 	for _, qs := range e.sortedQueues() {
-		if qs.dirty || tick {
+		if qs.dirty || tick || (!qs.wakeAt.IsZero() && !now.Before(qs.wakeAt)) {
 			e.pass(qs, now)
 		}
 	}
+}
+
+// NextWake is when Step must run next even if nothing else happens, at the latest: the
+// earliest moment a queue's pass asked to be woken (an attempt comes of age). Zero means
+// no such moment; the loop's tick still runs.
+func (e *State) NextWake() time.Time {
+	var at time.Time
+	for _, qs := range e.queues {
+		if !qs.wakeAt.IsZero() && (at.IsZero() || qs.wakeAt.Before(at)) {
+			at = qs.wakeAt
+		}
+	}
+	return at
 }
 
 // Flush returns the records of everything changed since the last Flush: what the next
@@ -251,6 +264,9 @@ type queueState struct {
 	live   map[string]int    // unfinished jobs per share name
 	fresh  []*quotashare.Job // jobs made RUNNABLE since the last pass
 	dirty  bool              // needs a pass
+	// wakeAt, if not zero, is when the queue needs a pass even if nothing happens: an
+	// attempt that a waiting job would preempt comes of age (sched.Plan.WakeAt).
+	wakeAt time.Time
 }
 
 func newQueueState(q *quotashare.Queue) *queueState {
@@ -429,7 +445,8 @@ func (e *State) rebuild(qs *queueState) (*sched.Scheduler, error) {
 
 func schedShare(s *quotashare.QuotaShare) sched.Share {
 	return sched.Share{Name: s.Name, Limits: s.Limits, Strategy: s.Strategy, BorrowLimit: s.BorrowLimit,
-		InSharePreemption: s.InSharePreemption, Disabled: s.Disabled}
+		InSharePreemption: s.InSharePreemption, Disabled: s.Disabled,
+		MinRunTime: s.MinRunTime, MinRunTimeAgainstReclaim: s.MinRunTimeAgainstReclaim}
 }
 
 // schedJob is a job as the queue's core sees it (in a FIFO queue: in the one share, its
@@ -473,7 +490,7 @@ func (e *State) sortedQueues() []*queueState {
 // pass runs one scheduling pass for the queue and records its decisions.
 func (e *State) pass(qs *queueState, now time.Time) {
 	e.passes++
-	qs.dirty = false
+	qs.dirty, qs.wakeAt = false, time.Time{}
 	if env := e.envs[qs.q.EnvironmentARN]; env == nil || env.Disabled {
 		for _, j := range qs.fresh {
 			if j.Status == quotashare.Runnable {
@@ -485,6 +502,7 @@ func (e *State) pass(qs *queueState, now time.Time) {
 		return
 	}
 	plan := qs.sched.Plan(now)
+	qs.wakeAt = plan.WakeAt // Plan asks only for a moment after now
 	for _, st := range plan.Starts {
 		e.start(e.jobs[st.JobID], st, now)
 	}

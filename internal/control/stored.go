@@ -76,15 +76,19 @@ type storedQueue struct {
 }
 
 type storedShare struct {
-	Name              string            `json:"name"`
-	Queue             string            `json:"queue"`
-	Limits            []storedDemand    `json:"limits"`
-	Strategy          string            `json:"strategy"`
-	BorrowLimit       int               `json:"borrowLimit"`
-	InSharePreemption bool              `json:"inSharePreemption,omitempty"`
-	Disabled          bool              `json:"disabled,omitempty"`
-	Deleting          bool              `json:"deleting,omitempty"`
-	Tags              map[string]string `json:"tags,omitempty"`
+	Name              string         `json:"name"`
+	Queue             string         `json:"queue"`
+	Limits            []storedDemand `json:"limits"`
+	Strategy          string         `json:"strategy"`
+	BorrowLimit       int            `json:"borrowLimit"`
+	InSharePreemption bool           `json:"inSharePreemption,omitempty"`
+	// MinRunTimeSeconds and MinRunTimeAgainstReclaim: quotashare's minimum run time
+	// before preemption (format 1 without them reads as none).
+	MinRunTimeSeconds        int64             `json:"minRunTimeSeconds,omitempty"`
+	MinRunTimeAgainstReclaim bool              `json:"minRunTimeAgainstReclaim,omitempty"`
+	Disabled                 bool              `json:"disabled,omitempty"`
+	Deleting                 bool              `json:"deleting,omitempty"`
+	Tags                     map[string]string `json:"tags,omitempty"`
 }
 
 type storedRetryRule struct {
@@ -258,7 +262,8 @@ func (e *State) encode(k recKey) quotashare.Record {
 	case kindShare:
 		if s := e.shareByARN(k.key); s != nil {
 			v = storedShare{Name: s.Name, Queue: nameOf(s.QueueARN), Limits: toStoredDemands(s.Limits), Strategy: string(s.Strategy),
-				BorrowLimit: s.BorrowLimit, InSharePreemption: s.InSharePreemption, Disabled: s.Disabled, Deleting: s.Deleting, Tags: s.Tags}
+				BorrowLimit: s.BorrowLimit, InSharePreemption: s.InSharePreemption, Disabled: s.Disabled, Deleting: s.Deleting, Tags: s.Tags,
+				MinRunTimeSeconds: int64(s.MinRunTime / time.Second), MinRunTimeAgainstReclaim: s.MinRunTimeAgainstReclaim}
 		}
 	case kindJob:
 		if j := e.jobs[k.key]; j != nil {
@@ -322,6 +327,7 @@ func (e *State) decode(version int, l Loaded) (*quotashare.QuotaShare, *quotasha
 		qarn := e.arn("job-queue", s.Queue)
 		return &quotashare.QuotaShare{Name: s.Name, ARN: shareARN(qarn, s.Name), QueueARN: qarn, Limits: fromStoredDemands(s.Limits),
 			Strategy: quotashare.Strategy(s.Strategy), BorrowLimit: s.BorrowLimit, InSharePreemption: s.InSharePreemption,
+			MinRunTime: time.Duration(s.MinRunTimeSeconds) * time.Second, MinRunTimeAgainstReclaim: s.MinRunTimeAgainstReclaim,
 			Disabled: s.Disabled, Deleting: s.Deleting, Tags: s.Tags}, nil, nil
 	case kindJob:
 		var s storedJob

@@ -15,6 +15,7 @@ type (
 	EnvOrder          = control.EnvOrder
 	QueueInput        = control.QueueInput
 	ShareInput        = control.ShareInput
+	MinRunTime        = control.MinRunTime
 	ListFilter        = control.ListFilter
 	Snapshot          = control.Snapshot
 	FrontJob          = control.FrontJob

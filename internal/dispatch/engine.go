@@ -398,6 +398,10 @@ func (e *Engine) commitLoop() {
 	}()
 	tick := time.NewTicker(e.cfg.Control.Tick)
 	defer tick.Stop()
+	// wake fires when a pass asked for a moment between ticks (State.NextWake).
+	wake := time.NewTimer(time.Hour)
+	wake.Stop()
+	defer wake.Stop()
 	for {
 		ticked := false
 		select {
@@ -405,11 +409,21 @@ func (e *Engine) commitLoop() {
 			e.cycle(false) // answer what is already in
 			return
 		case <-e.kick:
+		case <-wake.C:
 		case <-tick.C:
 			ticked = true
 		}
 		if !e.cycle(ticked) {
 			return
+		}
+		wake.Stop()
+		e.mu.Lock()
+		at := e.st.NextWake()
+		e.mu.Unlock()
+		// A moment already past is left to the tick: the cycle that ran every due pass
+		// has been, so only a cycle that could not run them (a broken store) leaves one.
+		if d := at.Sub(e.cfg.Now()); !at.IsZero() && d > 0 {
+			wake.Reset(d)
 		}
 	}
 }

@@ -18,7 +18,8 @@ import (
 )
 
 // fixtureState builds, on a fresh engine, a state that uses every stored field worth
-// pinning: tags, time-limit actions, both share strategies, a borrow limit, a job that
+// pinning: tags, time-limit actions, both share strategies, a borrow limit, a minimum run
+// time (an optional member added in format 1: records without it read as none), a job that
 // ran and succeeded, one running, one waiting, one terminated, retry strategies, client
 // tokens and timeouts. Run it in a synctest bubble: its clock and ids are then the same
 // on every run.
@@ -53,7 +54,8 @@ func fixtureState(t *testing.T, m *storetest.Memory, region string) *Engine {
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	one := 1
 	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "b", Queue: "q", Strategy: quotashare.LendAndBorrow, BorrowLimit: &one,
-		InSharePreemption: "ENABLED", Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}, Tags: map[string]string{"s": "b"}}))
+		InSharePreemption: "ENABLED", Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}, Tags: map[string]string{"s": "b"},
+		MinRunTime: &MinRunTime{Seconds: 90, AgainstReclaim: true}}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	five, hour := 5, 3600
 	j1 := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j1", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload, Priority: &five}))
@@ -244,6 +246,11 @@ func TestLoadFormats(t *testing.T) {
 		for _, name := range []string{"stored-v0.json", "stored-v1.json"} {
 			m := loadFixture(t, name)
 			e := openMemory(t, m, &recorder{})
+			want := want
+			if name == "stored-v0.json" {
+				// Format 0 predates the minimum run time: share b has none.
+				want = strings.Replace(want, `"MinRunTime":90000000000,"MinRunTimeAgainstReclaim":true`, `"MinRunTime":0,"MinRunTimeAgainstReclaim":false`, 1)
+			}
 			if got := describeAll(t, e); got != want {
 				t.Errorf("%s loads as\n%s\nwant\n%s", name, got, want)
 			}
