@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/quotashare/quotashare/internal/batchapi"
+	"github.com/quotashare/quotashare/internal/sdkx"
 )
 
 const applyUsage = `usage: quotashare apply -f SETUP.yaml [--dry-run]
@@ -33,6 +35,11 @@ Example setup file (examples/three-projects.yaml):
     - {name: qs2, limits: {ml.g5.xlarge: 1}, strategy: LEND}
     - {name: qs3, limits: {ml.g5.xlarge: 1}, strategy: RESERVE}
 
+A share may also say minRunTime: 90s (quotashare's minimum run time before preemption:
+a younger attempt is no victim of in-share preemption; 0s, the default, is AWS's
+behaviour) and minRunTimeAgainstReclaim: true (nor of reclaim: an owner's job then waits
+for a borrowing attempt to come of age, with the capacity free meanwhile held for it).
+
 Example:
   quotashare apply -f examples/three-projects.yaml --dry-run
 `
@@ -43,6 +50,7 @@ type current struct {
 	env       *types.ServiceEnvironmentDetail
 	queue     *types.JobQueueDetail
 	shares    map[string]types.QuotaShareDetail
+	minRun    map[string]batchapi.MinRunTime // shares' minimum run times, by name
 }
 
 func readCurrent(ctx context.Context, c *batch.Client, s *setup) (*current, error) {
@@ -75,17 +83,47 @@ func readCurrent(ctx context.Context, c *batch.Client, s *setup) (*current, erro
 	}
 	if len(qs.JobQueues) > 0 {
 		cur.queue = &qs.JobQueues[0]
-		for p := batch.NewListQuotaSharesPaginator(c, &batch.ListQuotaSharesInput{JobQueue: aws.String(s.Queue.Name)}); p.HasMorePages(); {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, err
-			}
-			for _, sh := range page.QuotaShares {
-				cur.shares[aws.ToString(sh.QuotaShareName)] = sh
+		shares, minRun, err := listShares(ctx, c, s.Queue.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, sh := range shares {
+			cur.shares[aws.ToString(sh.QuotaShareName)] = sh
+		}
+		cur.minRun = minRun
+	}
+	return cur, nil
+}
+
+// listShares lists a queue's quota shares, and their minimum run times from the
+// quotashareMinRunTime member the SDK decodes past (by share name; none for a share
+// without one).
+func listShares(ctx context.Context, c *batch.Client, queue string) ([]types.QuotaShareDetail, map[string]batchapi.MinRunTime, error) {
+	var shares []types.QuotaShareDetail
+	minRun := map[string]batchapi.MinRunTime{}
+	for p := batch.NewListQuotaSharesPaginator(c, &batch.ListQuotaSharesInput{JobQueue: aws.String(queue)}); p.HasMorePages(); {
+		var raw []byte
+		page, err := p.NextPage(ctx, sdkx.KeepBody(&raw))
+		if err != nil {
+			return nil, nil, err
+		}
+		shares = append(shares, page.QuotaShares...)
+		var members struct {
+			QuotaShares []struct {
+				Name       string               `json:"quotaShareName"`
+				MinRunTime *batchapi.MinRunTime `json:"quotashareMinRunTime"`
+			} `json:"quotaShares"`
+		}
+		if err := json.Unmarshal(raw, &members); err != nil {
+			return nil, nil, fmt.Errorf("ListQuotaShares: %v", err)
+		}
+		for _, m := range members.QuotaShares {
+			if m.MinRunTime != nil && m.MinRunTime.Seconds != nil {
+				minRun[m.Name] = *m.MinRunTime
 			}
 		}
 	}
-	return cur, nil
+	return shares, minRun, nil
 }
 
 func countsText(m map[string]int) string {
@@ -171,9 +209,11 @@ func wireShare(sh shareSpec) map[string]any {
 	} else if sh.Strategy == string(types.QuotaShareResourceSharingStrategyLendAndBorrow) {
 		rc["borrowLimit"] = -1
 	}
-	return map[string]any{"quotaShare": map[string]any{"quotaShareName": sh.Name, "capacityLimits": wireLimits(sh.Limits),
+	q := map[string]any{"quotaShareName": sh.Name, "capacityLimits": wireLimits(sh.Limits),
 		"resourceSharingConfiguration": rc, "preemptionConfiguration": map[string]any{"inSharePreemption": string(inShareState(sh.InSharePreemption))},
-		"state": string(sh.stateOf())}}
+		"state": string(sh.stateOf())}
+	maps.Copy(q, sh.minRunTimeMember())
+	return map[string]any{"quotaShare": q}
 }
 
 // previewResult is what the server says a dry run's changes would do to running jobs.
@@ -286,12 +326,16 @@ func plan(ctx context.Context, c *batch.Client, s *setup, cur *current, out io.W
 		if !exists {
 			text := fmt.Sprintf("create quota share %s: %s, %s, in-share preemption %s", sh.Name, countsText(sh.Limits),
 				borrowOf(sh.Strategy, sh.BorrowLimit), onOff(sh.InSharePreemption))
+			if sh.MinRunTime > 0 {
+				text += ", minimum run time " + minRunTimeText(sh.MinRunTime, sh.MinRunTimeAgainstReclaim)
+			}
 			if sh.Disabled {
 				text += ", DISABLED"
 			}
 			cs = append(cs, change{text, func(ctx context.Context, c *batch.Client) error {
 				_, err := c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.Name), JobQueue: aws.String(s.Queue.Name),
-					CapacityLimits: limits, ResourceSharingConfiguration: rc, PreemptionConfiguration: pc, State: sh.stateOf()})
+					CapacityLimits: limits, ResourceSharingConfiguration: rc, PreemptionConfiguration: pc, State: sh.stateOf()},
+					sdkx.WithMembers(sh.minRunTimeMember()))
 				return err
 			}, wireShare(sh)})
 			continue
@@ -312,6 +356,10 @@ func plan(ctx context.Context, c *batch.Client, s *setup, cur *current, out io.W
 		if was := have.PreemptionConfiguration.InSharePreemption == types.QuotaShareInSharePreemptionStateEnabled; was != sh.InSharePreemption {
 			diffs = append(diffs, "in-share preemption "+onOff(was)+" -> "+onOff(sh.InSharePreemption))
 		}
+		had := cur.minRun[sh.Name]
+		if was, now := minRunTimeText(int(aws.ToInt32(had.Seconds)), had.AgainstReclaim), minRunTimeText(sh.MinRunTime, sh.MinRunTimeAgainstReclaim); was != now {
+			diffs = append(diffs, "minimum run time "+was+" -> "+now)
+		}
 		if have.State != sh.stateOf() {
 			diffs = append(diffs, fmt.Sprintf("state %s -> %s", have.State, sh.stateOf()))
 		}
@@ -327,7 +375,7 @@ func plan(ctx context.Context, c *batch.Client, s *setup, cur *current, out io.W
 		arn := aws.ToString(have.QuotaShareArn)
 		cs = append(cs, change{text, func(ctx context.Context, c *batch.Client) error {
 			_, err := c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(arn), CapacityLimits: limits,
-				ResourceSharingConfiguration: rc, PreemptionConfiguration: pc, State: sh.stateOf()})
+				ResourceSharingConfiguration: rc, PreemptionConfiguration: pc, State: sh.stateOf()}, sdkx.WithMembers(sh.minRunTimeMember()))
 			return err
 		}, wireShare(sh)})
 	}
@@ -499,22 +547,23 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 	if len(envs.ServiceEnvironments) == 1 {
 		s.Environment.Capacity = envCounts(envs.ServiceEnvironments[0].CapacityLimits)
 	}
-	for p := batch.NewListQuotaSharesPaginator(c, &batch.ListQuotaSharesInput{JobQueue: aws.String(*queue)}); p.HasMorePages(); {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return cf.apiError(err)
+	shares, minRun, err := listShares(ctx, c, *queue)
+	if err != nil {
+		return cf.apiError(err)
+	}
+	for _, sh := range shares {
+		spec := shareSpec{Name: aws.ToString(sh.QuotaShareName), Limits: shareCounts(sh.CapacityLimits),
+			Strategy:          string(sh.ResourceSharingConfiguration.Strategy),
+			InSharePreemption: sh.PreemptionConfiguration.InSharePreemption == types.QuotaShareInSharePreemptionStateEnabled,
+			Disabled:          sh.State == types.QuotaShareStateDisabled}
+		if b := sh.ResourceSharingConfiguration.BorrowLimit; b != nil && *b != -1 && spec.Strategy == string(types.QuotaShareResourceSharingStrategyLendAndBorrow) {
+			v := int(*b)
+			spec.BorrowLimit = &v
 		}
-		for _, sh := range page.QuotaShares {
-			spec := shareSpec{Name: aws.ToString(sh.QuotaShareName), Limits: shareCounts(sh.CapacityLimits),
-				Strategy:          string(sh.ResourceSharingConfiguration.Strategy),
-				InSharePreemption: sh.PreemptionConfiguration.InSharePreemption == types.QuotaShareInSharePreemptionStateEnabled,
-				Disabled:          sh.State == types.QuotaShareStateDisabled}
-			if b := sh.ResourceSharingConfiguration.BorrowLimit; b != nil && *b != -1 && spec.Strategy == string(types.QuotaShareResourceSharingStrategyLendAndBorrow) {
-				v := int(*b)
-				spec.BorrowLimit = &v
-			}
-			s.Shares = append(s.Shares, spec)
+		if m, ok := minRun[spec.Name]; ok {
+			spec.MinRunTime, spec.MinRunTimeAgainstReclaim = int(aws.ToInt32(m.Seconds)), m.AgainstReclaim
 		}
+		s.Shares = append(s.Shares, spec)
 	}
 	if cf.output == "json" {
 		return printJSON(stdout, s)

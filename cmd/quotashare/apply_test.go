@@ -65,6 +65,29 @@ create quota share qs3: ml.g5.xlarge 1, RESERVE, in-share preemption off
 		t.Errorf("re-enabling apply printed %q", out)
 	}
 
+	// A minimum run time (quotashare's extension): applied through quotashareMinRunTime,
+	// exported, changed, and removed by a file that leaves it out.
+	minRun := strings.Replace(string(mustRead(example)), "inSharePreemption: true", "inSharePreemption: true\n    minRunTime: 90s", 1)
+	minRunFile := filepath.Join(dir, "minrun.yaml")
+	os.WriteFile(minRunFile, []byte(minRun), 0o644)
+	if out := mustRun("apply", "-f", minRunFile); out != "update quota share qs1: minimum run time none -> 1m30s\n" {
+		t.Errorf("minimum run time apply printed %q", out)
+	}
+	if out := mustRun("export", "--queue", "three-projects"); !strings.Contains(out, "inSharePreemption: true\n    minRunTime: 1m30s\n") {
+		t.Errorf("export of a minimum run time:\n%s", out)
+	}
+	os.WriteFile(exported, []byte(mustRun("export", "--queue", "three-projects")), 0o644)
+	if out := mustRun("apply", "-f", exported); !strings.HasPrefix(out, "no changes") {
+		t.Errorf("apply of the exported file with a minimum run time printed %q", out)
+	}
+	os.WriteFile(minRunFile, []byte(strings.Replace(minRun, "minRunTime: 90s", "minRunTime: 2m\n    minRunTimeAgainstReclaim: true", 1)), 0o644)
+	if out := mustRun("apply", "-f", minRunFile); out != "update quota share qs1: minimum run time 1m30s -> 2m0s (against reclaim too)\n" {
+		t.Errorf("changing the minimum run time printed %q", out)
+	}
+	if out := mustRun("apply", "-f", example); out != "update quota share qs1: minimum run time 2m0s (against reclaim too) -> none\n" {
+		t.Errorf("removing the minimum run time printed %q", out)
+	}
+
 	// A lowered limit: raise qs3 to 2 instances, run two jobs on them, then dry-run the
 	// original file, which lowers qs3 back to 1.
 	raise := strings.Replace(string(mustRead(example)), "limits: {ml.g5.xlarge: 1}\n    strategy: RESERVE", "limits: {ml.g5.xlarge: 2}\n    strategy: RESERVE", 1)
@@ -129,6 +152,10 @@ qs3        RESERVE         g5.xlarge        2      2        0    0      0      0
 			"bad.yaml:4: shares[1].name: quota share a is declared twice"},
 		{"environment: {name: e, capacity: {t: 1}}\nqueue: {name: q, policy: p}\nshares:\n  - {name: a, limits: {t: 1}, strategy: LEND, state: OFF}\n",
 			"bad.yaml:4: shares[0].state: \"OFF\" must be ENABLED or DISABLED"},
+		{"environment: {name: e, capacity: {t: 1}}\nqueue: {name: q, policy: p}\nshares:\n  - {name: a, limits: {t: 1}, strategy: LEND, minRunTime: 1.5s}\n",
+			"bad.yaml:4: shares[0].minRunTime: \"1.5s\" must be whole seconds from 0s to 168h0m0s, such as 90s or 10m"},
+		{"environment: {name: e, capacity: {t: 1}}\nqueue: {name: q, policy: p}\nshares:\n  - {name: a, limits: {t: 1}, strategy: LEND, minRunTimeAgainstReclaim: true}\n",
+			"bad.yaml:4: shares[0].minRunTimeAgainstReclaim: applies only with a minRunTime above 0s"},
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
 		os.WriteFile(bad, []byte(tc.file), 0o644)

@@ -6,11 +6,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sched"
 )
 
 // setup is what a setup file declares: one environment, one queue on it with its
@@ -34,8 +36,29 @@ type shareSpec struct {
 	Strategy          string         `json:"strategy"`
 	BorrowLimit       *int           `json:"borrowLimit,omitempty"`
 	InSharePreemption bool           `json:"inSharePreemption"`
+	// MinRunTime is quotashare's minimum run time before preemption, in whole seconds
+	// (minRunTime: 90s in the file); MinRunTimeAgainstReclaim extends it to reclaim.
+	MinRunTime               int  `json:"minRunTimeSeconds,omitempty"`
+	MinRunTimeAgainstReclaim bool `json:"minRunTimeAgainstReclaim,omitempty"`
 	// Disabled is state: DISABLED (a share takes no new jobs); ENABLED when left out.
 	Disabled bool `json:"disabled,omitempty"`
+}
+
+// minRunTimeMember is the share's quotashareMinRunTime member for Create/UpdateQuotaShare.
+func (sh shareSpec) minRunTimeMember() map[string]any {
+	return map[string]any{"quotashareMinRunTime": map[string]any{"seconds": sh.MinRunTime, "againstReclaim": sh.MinRunTimeAgainstReclaim}}
+}
+
+// minRunTimeText says a minimum run time as the setup file writes it.
+func minRunTimeText(seconds int, againstReclaim bool) string {
+	if seconds == 0 {
+		return "none"
+	}
+	text := (time.Duration(seconds) * time.Second).String()
+	if againstReclaim {
+		text += " (against reclaim too)"
+	}
+	return text
 }
 
 // stateOf is a share's state on the wire.
@@ -120,6 +143,25 @@ func parseSetup(file string, data []byte) (*setup, error) {
 						sh.InSharePreemption = b
 						return nil
 					},
+					"minRunTime": func(v *yaml.Node) error {
+						d, err := time.ParseDuration(v.Value)
+						if v.Value == "0" {
+							d, err = 0, nil
+						}
+						if err != nil || v.Kind != yaml.ScalarNode || d < 0 || d > sched.MaxMinRunTime || d%time.Second != 0 {
+							return bad(v, "%sminRunTime: %q must be whole seconds from 0s to %v, such as 90s or 10m", p, v.Value, sched.MaxMinRunTime)
+						}
+						sh.MinRunTime = int(d / time.Second)
+						return nil
+					},
+					"minRunTimeAgainstReclaim": func(v *yaml.Node) error {
+						b, err := strconv.ParseBool(v.Value)
+						if err != nil || v.Kind != yaml.ScalarNode {
+							return bad(v, "%sminRunTimeAgainstReclaim: %q must be true or false", p, v.Value)
+						}
+						sh.MinRunTimeAgainstReclaim = b
+						return nil
+					},
 					"state": func(v *yaml.Node) error {
 						switch {
 						case v.Kind == yaml.ScalarNode && v.Value == "ENABLED":
@@ -139,6 +181,9 @@ func parseSetup(file string, data []byte) (*setup, error) {
 						return bad(seen["borrowLimit"], "%sborrowLimit: applies only to strategy LEND_AND_BORROW, not %s", p, sh.Strategy)
 					}
 					sh.BorrowLimit = &borrow
+				}
+				if sh.MinRunTimeAgainstReclaim && sh.MinRunTime == 0 {
+					return bad(seen["minRunTimeAgainstReclaim"], "%sminRunTimeAgainstReclaim: applies only with a minRunTime above 0s", p)
 				}
 				if len(sh.Limits) > 5 {
 					return bad(seen["limits"], "%slimits: a quota share has 1 to 5 limits; got %d", p, len(sh.Limits))
@@ -250,6 +295,12 @@ func (s *setup) render() string {
 			fmt.Fprintf(&b, "    borrowLimit: %d\n", *sh.BorrowLimit)
 		}
 		fmt.Fprintf(&b, "    inSharePreemption: %t\n", sh.InSharePreemption)
+		if sh.MinRunTime > 0 {
+			fmt.Fprintf(&b, "    minRunTime: %v\n", time.Duration(sh.MinRunTime)*time.Second)
+			if sh.MinRunTimeAgainstReclaim {
+				b.WriteString("    minRunTimeAgainstReclaim: true\n")
+			}
+		}
 		if sh.Disabled {
 			b.WriteString("    state: DISABLED\n")
 		}
