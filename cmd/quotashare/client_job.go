@@ -166,6 +166,8 @@ var hints = map[quotashare.ReasonCode]string{
 	"NO_FREE_CAPACITY":             "Its share is within its limit: it starts as soon as the environment has a free instance it may use.",
 	"WAITING_FOR_RECLAIM":          "Capacity is being taken back for it: it starts as soon as those attempts have stopped (they get the preemption grace period to checkpoint).",
 	"WAITING_FOR_PREEMPTION":       "Lower-priority jobs of its share are being preempted for it: it starts as soon as they have stopped.",
+	"WAITING_FOR_MIN_RUN_TIME":     "The attempts it must preempt have not yet run for their share's minimum run time: they are preempted for it when they have (at the latest at the time given), and the capacity free meanwhile is held for it.",
+	"CAPACITY_HELD":                "The free capacity it could use is held for jobs that preempt, or wait to preempt, for room; it comes after them.",
 	"HELD_FOR_HEAD_OF_LINE":        "Its share holds back for a job that has waited past the head-of-line timeout; it comes after that one.",
 	"QUEUED_BEHIND":                "It is behind the jobs the scheduler examines in one pass; it moves up as they start.",
 	"PENDING":                      "The scheduler has not looked at it yet; it will within a second.",
