@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sdkx"
 )
 
 // timedExecutor runs each attempt for its job's run time (from the job's name: small,
@@ -86,14 +87,28 @@ var kueueLocal = flag.Bool("kueue.local", false, "BenchmarkKueueShape: run each 
 // as a process (ContainerEntrypoint ["sleep", run time], SIGKILL at once when preempted),
 // and the benchmark also reports starts/s and the CPU per start of this process (server
 // and clients together) and of its children (supervisors and jobs).
-// Run with -benchtime 1x (it takes over a minute).
+// It runs three times: with AWS's semantics (aws), with a minimum run time before
+// preemption of 1 s on every share (minrun-1s: no in-share victim has run less), and with
+// that minimum run time against reclaim too (minrun-1s-reclaim).
+// Run with -benchtime 1x (each takes over a minute).
 func BenchmarkKueueShape(b *testing.B) {
-	for b.Loop() {
-		kueueShape(b)
+	for _, v := range []struct {
+		name   string
+		minRun map[string]any // the shares' quotashareMinRunTime, nil for none
+	}{
+		{"aws", nil},
+		{"minrun-1s", map[string]any{"seconds": 1}},
+		{"minrun-1s-reclaim", map[string]any{"seconds": 1, "againstReclaim": true}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			for b.Loop() {
+				kueueShape(b, v.minRun)
+			}
+		})
 	}
 }
 
-func kueueShape(b *testing.B) {
+func kueueShape(b *testing.B, minRun map[string]any) {
 	x := &timedExecutor{timers: map[string]*time.Timer{}, starts: map[string]time.Time{}}
 	cfg := Config{Addr: "127.0.0.1:0", Data: b.TempDir(), Logf: func(string, ...any) {}, RetainFinished: -1}
 	if !*kueueLocal {
@@ -118,11 +133,19 @@ func kueueShape(b *testing.B) {
 	t := &testing.T{}
 	const queues, shares, limit = 5, 6, 20
 	for q := range queues {
-		var sh []*batch.CreateQuotaShareInput
+		queue := fmt.Sprintf("cohort%d", q)
+		setup(t, c, queue, shares*limit)
 		for i := range shares {
-			sh = append(sh, share(fmt.Sprintf("cq%d", i), "LEND_AND_BORROW", limit, aws.Int32(100), true))
+			in := share(fmt.Sprintf("cq%d", i), "LEND_AND_BORROW", limit, aws.Int32(100), true)
+			in.JobQueue = aws.String(queue)
+			var opts []func(*batch.Options)
+			if minRun != nil {
+				opts = append(opts, sdkx.WithMembers(map[string]any{"quotashareMinRunTime": minRun}))
+			}
+			if _, err := c.CreateQuotaShare(ctx, in, opts...); err != nil {
+				b.Fatal(err)
+			}
 		}
-		setup(t, c, fmt.Sprintf("cohort%d", q), shares*limit, sh...)
 	}
 	if t.Failed() {
 		b.Fatal("setup failed")
