@@ -309,3 +309,36 @@ func BenchmarkPassWorstCase(b *testing.B) {
 		b.Fatalf("started %d", w.started)
 	}
 }
+
+// BenchmarkPassFull: a queue whose capacity is all in use, with in-share preemption on and
+// thousands of jobs of the running ones' priority waiting (as when many equal jobs are
+// submitted at once): every waiting job the pass examines can do nothing, and must find
+// that out cheaply.
+func BenchmarkPassFull(b *testing.B) {
+	core := sched.New(sched.Config{})
+	if err := core.SetCapacity([]quotashare.Demand{{InstanceType: "t", Count: 64}}); err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := core.SetShare(sched.Share{Name: name, Strategy: quotashare.LendAndBorrow, BorrowLimit: -1, InSharePreemption: true,
+			Limits: []quotashare.Demand{{InstanceType: "t", Count: 32}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	at := time.Unix(1_700_000_000, 0)
+	for i := range 3000 {
+		if err := core.Submit(sched.Job{ID: fmt.Sprintf("j%05d", i), Share: []string{"a", "b"}[i%2],
+			Need: []quotashare.Demand{{InstanceType: "t", Count: 1}}, SubmittedAt: at}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if p := core.Plan(at); len(p.Starts) != 64 {
+		b.Fatalf("first pass started %d", len(p.Starts))
+	}
+	for b.Loop() {
+		at = at.Add(time.Second)
+		if p := core.Plan(at); len(p.Starts)+len(p.Preemptions) != 0 {
+			b.Fatal("the pass did something")
+		}
+	}
+}

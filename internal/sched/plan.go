@@ -461,6 +461,9 @@ func (p *pass) tryInShare(j *job) {
 	if !j.sh.cfg.InSharePreemption || j.waitAge != nil {
 		return
 	}
+	if low, ok := j.sh.all.Min(); !ok || low.prio >= j.prio {
+		return // nothing of strictly lower priority runs in the share: no victim, now or later
+	}
 	if victims, short, ok := p.s.inShareVictims(j, p.avail, p.now); ok {
 		p.preempt(j, victims, short, RuleInShare)
 		return

@@ -34,9 +34,10 @@ type selection struct {
 	rule Rule
 }
 
+// newSelection starts a selection; its maps are made when first written (most victim
+// searches end before they take anyone).
 func (s *Scheduler) newSelection(at int64, rule Rule) *selection {
-	return &selection{s: s, taken: map[*job]bool{}, freed: make([]int, len(s.typeNames)), cursor: map[[2]int]*job{},
-		takenU: make([][]int, len(s.order)), at: at, rule: rule}
+	return &selection{s: s, freed: make([]int, len(s.typeNames)), takenU: make([][]int, len(s.order)), at: at, rule: rule}
 }
 
 // candidate reports whether v may be taken: not taken yet, not started in this pass, and
@@ -46,6 +47,9 @@ func (sel *selection) candidate(v *job) bool {
 }
 
 func (sel *selection) take(v *job) {
+	if sel.taken == nil {
+		sel.taken = map[*job]bool{}
+	}
 	sel.taken[v] = true
 	sel.victims = append(sel.victims, v)
 	if sel.takenU[v.sh.idx] == nil {
@@ -78,6 +82,9 @@ func (sel *selection) nextIn(o *share, t int) *job {
 	}
 	if !ok {
 		return nil
+	}
+	if sel.cursor == nil {
+		sel.cursor = map[[2]int]*job{}
 	}
 	sel.cursor[key] = v
 	return v
