@@ -155,32 +155,6 @@ func describeCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// hints say, for each reason code, what would let a waiting job start.
-const misconfigured = "It can never start under the current limits: raise the share's or the environment's limit, or terminate it."
-
-// hints say what a waiting job's reason code means for its future.
-var hints = map[quotashare.ReasonCode]string{
-	"QUOTA_SHARE_AT_LIMIT":         "Its share's strategy does not borrow, so it starts when one of the share's own jobs ends, or if the share's limit is raised.",
-	"BORROW_LIMIT_REACHED":         "It starts when its share uses less, or if the share's borrowLimit is raised.",
-	"NO_IDLE_CAPACITY":             "It can only start by borrowing: when a lending share has an idle instance, or when one of its own share's jobs ends.",
-	"NO_FREE_CAPACITY":             "Its share is within its limit: it starts as soon as the environment has a free instance it may use.",
-	"WAITING_FOR_RECLAIM":          "Capacity is being taken back for it: it starts as soon as those attempts have stopped (they get the preemption grace period to checkpoint).",
-	"WAITING_FOR_PREEMPTION":       "Lower-priority jobs of its share are being preempted for it: it starts as soon as they have stopped.",
-	"WAITING_FOR_MIN_RUN_TIME":     "The attempts it must preempt have not yet run for their share's minimum run time: they are preempted for it when they have (at the latest at the time given), and the capacity free meanwhile is held for it.",
-	"CAPACITY_HELD":                "The free capacity it could use is held for jobs that preempt, or wait to preempt, for room; it comes after them.",
-	"HELD_FOR_HEAD_OF_LINE":        "Its share holds back for a job that has waited past the head-of-line timeout; it comes after that one.",
-	"QUEUED_BEHIND":                "It is behind the jobs the scheduler examines in one pass; it moves up as they start.",
-	"PENDING":                      "The scheduler has not looked at it yet; it will within a second.",
-	"SERVICE_ENVIRONMENT_DISABLED": "Nothing of its queue is placed until the service environment is enabled again.",
-	"MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE":             misconfigured,
-	"MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED":              misconfigured,
-	"MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED:BORROW_LIMIT": misconfigured,
-	"MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED:BORROWABLE":   misconfigured,
-	"REQUEUED_AFTER_PREEMPTION":                                     "Its attempt was preempted; the scheduler places it again within a second.",
-	"RETRYING":                                                      "Its attempt failed and its retryStrategy runs it again; the scheduler places it within a second.",
-	"CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY":                       "The executor had no room for it (this host's free GPUs, or the cluster's quota): it is tried again as soon as an attempt ends there, and at the latest when its backoff runs out; a jobStateTimeLimitAction on CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY can end the wait.",
-}
-
 const explainUsage = `usage: quotashare explain [flags] JOB
 
 Says in sentences why a job waits, why it was preempted, or how it ended: the rule and the
@@ -217,7 +191,7 @@ func explainCmd(args []string, stdout, stderr io.Writer) error {
 		} else {
 			out = append(out, "Why: "+v.StatusReason)
 		}
-		if h, ok := hints[quotashare.ReasonCode(reason.Code)]; ok && v.Share != "" {
+		if h := quotashare.ReasonCode(reason.Code).Hint(); h != "" && v.Share != "" {
 			out = append(out, h)
 		} else if v.Share == "" && reason.Code == "NO_FREE_CAPACITY" {
 			out = append(out, "It starts, by priority then submission, as soon as the environment has enough free instances.")
