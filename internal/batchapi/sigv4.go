@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -265,4 +266,27 @@ func accessKeyOf(r *http.Request) string {
 	_, rest, _ := strings.Cut(r.Header.Get("Authorization"), "Credential=")
 	id, _, _ := strings.Cut(rest, "/")
 	return id
+}
+
+// RequireBasic lets a request through to h with HTTP Basic credentials that are one of
+// the file's key pairs (the access key id as the user, the secret as the password), as a
+// browser sends them for the dashboard: the same principals as the API. Without a
+// Verifier (no --credentials) every request passes.
+func RequireBasic(v *Verifier, h http.Handler) http.Handler {
+	if v == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		secret, known := v.secrets[user]
+		if !ok || !known || subtle.ConstantTimeCompare([]byte(secret), []byte(pass)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="quotashare", charset="UTF-8"`)
+			http.Error(w, "the dashboard needs an access key id (user) and its secret (password) from the server's credentials file", http.StatusUnauthorized)
+			return
+		}
+		if p := v.principals[user]; p != nil {
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		}
+		h.ServeHTTP(w, r)
+	})
 }

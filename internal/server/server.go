@@ -26,6 +26,7 @@ import (
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/batchapi"
 	"github.com/quotashare/quotashare/internal/control"
+	"github.com/quotashare/quotashare/internal/dashboard"
 	"github.com/quotashare/quotashare/internal/dispatch"
 	"github.com/quotashare/quotashare/internal/procexec"
 	"github.com/quotashare/quotashare/internal/sched"
@@ -258,6 +259,12 @@ func Start(cfg Config) (*Server, error) {
 	// /metrics: with --credentials, a scrape must be signed too, or carry the metrics
 	// token.
 	mux.Handle("GET /metrics", metricsAuth(cfg.MetricsToken, verifier, mets.handler()))
+	// The dashboard: read-only pages for a browser, behind Basic credentials from the
+	// same file as the API's keys.
+	dash := batchapi.RequireBasic(verifier, dashboard.New(dashboard.Config{Source: engine, Logs: http.HandlerFunc(s.logs)}))
+	for _, p := range dashboard.Patterns {
+		mux.Handle(p, dash)
+	}
 	// Every principal may read; a team may change jobs in its shares; an admin, anything.
 	mux.Handle("/", mets.instrument(batchapi.Require(verifier, batchapi.Authorize(engine, batchapi.New(engine)))))
 	// ServeMux answers an unclean path (/v1/../x) with a redirect; an API answers 404.
