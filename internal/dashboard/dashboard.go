@@ -135,6 +135,7 @@ type typeView struct {
 // segment is a part of a type's bar.
 type segment struct {
 	Share, Kind string // Kind: own, borrowed, stopping, free
+	Color       int    // the share's colour, by its place in the queue (of 8)
 	N           int
 	Pct         float64
 	Title       string
@@ -142,6 +143,7 @@ type segment struct {
 
 type shareView struct {
 	quotashare.QuotaShare
+	Color   int
 	Waiting int
 	Active  int
 	Types   []shareType
@@ -193,12 +195,14 @@ func (h *handler) queue(name string, waits int) (queueView, error) {
 	for _, c := range snap.Capacity {
 		tv := typeView{Type: c.InstanceType, Capacity: c.Capacity, InUse: c.InUse}
 		total := max(c.Capacity, c.InUse)
+		color := 0
 		add := func(share, kind string, n int, title string) {
 			if n > 0 && total > 0 {
-				tv.Segments = append(tv.Segments, segment{Share: share, Kind: kind, N: n, Pct: 100 * float64(n) / float64(total), Title: title})
+				tv.Segments = append(tv.Segments, segment{Share: share, Kind: kind, Color: color, N: n, Pct: 100 * float64(n) / float64(total), Title: title})
 			}
 		}
-		for _, u := range snap.Shares {
+		for i, u := range snap.Shares {
+			color = i % colors
 			for _, t := range u.Types {
 				if t.InstanceType != c.InstanceType {
 					continue
@@ -223,8 +227,8 @@ func (h *handler) queue(name string, waits int) (queueView, error) {
 		add("", "free", c.Capacity-c.InUse, fmt.Sprintf("%d free", c.Capacity-c.InUse))
 		qv.Types = append(qv.Types, tv)
 	}
-	for _, u := range snap.Shares {
-		sv := shareView{QuotaShare: config[u.Name], Waiting: u.Waiting, Active: u.Active}
+	for i, u := range snap.Shares {
+		sv := shareView{QuotaShare: config[u.Name], Color: i % colors, Waiting: u.Waiting, Active: u.Active}
 		sv.Name = u.Name
 		for _, t := range u.Types {
 			st := shareType{Type: t.InstanceType, Limit: t.Limit, InUse: t.InUse, Borrowed: t.Borrowed, Stopping: t.Stopping, Idle: t.Idle}
@@ -322,6 +326,9 @@ type jobsView struct {
 	Next                      string
 	Error                     string
 }
+
+// colors is how many share colours app.css has.
+const colors = 8
 
 // pageSize is how many jobs a page of the jobs table shows.
 const pageSize = 50
