@@ -44,11 +44,16 @@ type Config struct {
 	Logs http.Handler
 	// Interval is how often the live pool is recomputed for its watchers (default 500 ms).
 	Interval time.Duration
+	// API, if set, is the API's handler behind its authorization (requests reach it
+	// already authenticated, the caller in their context): the write actions go through
+	// it. Without it the dashboard only reads.
+	API http.Handler
 }
 
 type handler struct {
 	cfg   Config
 	pages map[string]*template.Template
+	key   []byte // the form tokens' secret
 }
 
 // New returns the dashboard's handler for GET / and GET /ui/....
@@ -68,8 +73,8 @@ func New(cfg Config) http.Handler {
 			return template.URL(strings.Join(q, "&"))
 		},
 	}
-	h := &handler{cfg: cfg, pages: map[string]*template.Template{}}
-	for _, page := range []string{"index", "jobs", "job"} {
+	h := &handler{cfg: cfg, pages: map[string]*template.Template{}, key: newKey()}
+	for _, page := range []string{"index", "jobs", "job", "confirm"} {
 		h.pages[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles,
 			"templates/layout.html", "templates/pool.html", "templates/"+page+".html"))
 	}
@@ -84,11 +89,15 @@ func New(cfg Config) http.Handler {
 	if cfg.Logs != nil {
 		mux.Handle("GET /ui/logs/{job}", cfg.Logs)
 	}
+	if cfg.API != nil {
+		mux.HandleFunc("POST /ui/confirm", h.confirm)
+		mux.HandleFunc("POST /ui/act", h.act)
+	}
 	return mux
 }
 
 // Patterns are the routes New serves, for a server's mux.
-var Patterns = []string{"GET /{$}", "GET /ui/"}
+var Patterns = []string{"GET /{$}", "GET /ui/", "POST /ui/"}
 
 func (h *handler) render(w http.ResponseWriter, page string, data any) {
 	var b bytes.Buffer
@@ -117,6 +126,8 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 type poolView struct {
 	Queues []queueView
 	At     time.Time
+	// Token is the caller's form token when the dashboard may write ("" when it only reads).
+	Token string
 }
 
 type queueView struct {
@@ -268,7 +279,16 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
+	v.Token = h.writeToken(r)
 	h.render(w, "index", v)
+}
+
+// writeToken is the caller's form token, or "" when the dashboard only reads.
+func (h *handler) writeToken(r *http.Request) string {
+	if h.cfg.API == nil {
+		return ""
+	}
+	return h.token(r)
 }
 
 // events streams the pool, rendered, whenever it changes (server-sent events).
@@ -284,11 +304,13 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	t := time.NewTicker(h.cfg.Interval)
 	defer t.Stop()
 	var last []byte
+	token := h.writeToken(r)
 	for {
 		v, err := h.pool(5)
 		if err != nil {
 			return
 		}
+		v.Token = token
 		var b bytes.Buffer
 		if err := h.pages["pool"].ExecuteTemplate(&b, "pool", v); err != nil {
 			return
@@ -390,6 +412,7 @@ func nameMatches(name, pattern string) bool {
 
 type jobView struct {
 	quotashare.Job
+	Token string // the caller's form token; "" when the dashboard only reads
 	Queue string
 	Hint  string
 	// Events are the job's attempts and preemptions, oldest first.
@@ -412,7 +435,7 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	v := jobView{Job: j, Queue: j.QueueARN[strings.LastIndex(j.QueueARN, "/")+1:], Hint: j.ReasonCode.Hint(), Logs: h.cfg.Logs != nil}
+	v := jobView{Job: j, Token: h.writeToken(r), Queue: j.QueueARN[strings.LastIndex(j.QueueARN, "/")+1:], Hint: j.ReasonCode.Hint(), Logs: h.cfg.Logs != nil}
 	attempts := slices.Concat(j.Attempts, j.Preempted)
 	if j.Current != nil {
 		attempts = append(attempts, *j.Current)

@@ -2,13 +2,16 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/chromedp/chromedp"
 )
@@ -116,5 +119,85 @@ func TestDashboardInBrowser(t *testing.T) {
 		if !strings.Contains(timeline, want) {
 			t.Errorf("b2's time line lacks %q:\n%s", want, timeline)
 		}
+	}
+}
+
+// TestDashboardPriorityInBrowser: in a real headless Chromium, raising a waiting job's
+// priority from its page (through the confirmation) makes it preempt the lower-priority
+// job running in its share, and the victim's page says so.
+func TestDashboardPriorityInBrowser(t *testing.T) {
+	ctx, shots := browser(t)
+	dir := t.TempDir()
+	s, c := start(t, filepath.Join(dir, "data"), time.Second)
+	setup(t, c, "q", 1, share("t", types.QuotaShareResourceSharingStrategyReserve, 1, nil, true))
+	defer os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	r := submit(t, c, "q", "r", "t", 1, gated(filepath.Join(dir, "go")))
+	waitStatus(t, c, r, types.ServiceJobStatusRunning)
+	w := submit(t, c, "q", "w", "t", 1, "true")
+	waitStatus(t, c, w, types.ServiceJobStatusRunnable)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(s.URL+"/ui/job/"+w),
+		chromedp.WaitVisible(chromedp.CSS(`#set-priority`)),
+		chromedp.SetValue(chromedp.CSS(`#priority`), "9"),
+		chromedp.Click(chromedp.CSS(`#set-priority`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+		screenshot(shots, "4-confirm-priority"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	question, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#question`)))
+	if err != nil || !strings.Contains(question, "Change the priority of w ("+w+") from 1 to 9?") {
+		t.Fatalf("the confirmation asks %q (%v)", question, err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#confirm`)),
+		chromedp.WaitVisible(chromedp.CSS(`#reason-code`)), // back on w's page
+	); err != nil {
+		t.Fatal(err)
+	}
+	if p := describe(t, c, w); aws.ToInt32(p.SchedulingPriority) != 9 {
+		t.Fatalf("w's priority after the confirmation: %d", aws.ToInt32(p.SchedulingPriority))
+	}
+	// r is preempted for w (in-share); r's page shows it.
+	waitStatus(t, c, w, types.ServiceJobStatusSucceeded)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(s.URL+"/ui/job/"+r),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li.preempted`)),
+		screenshot(shots, "5-in-share-preempted"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	timeline, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#timeline`)))
+	if err != nil || !strings.Contains(timeline, "In-share preemption triggered by higher-priority job w ("+w+") (priority 9 > 1) in share t") {
+		t.Fatalf("r's time line (%v):\n%s", err, timeline)
+	}
+}
+
+// TestDashboardLogsInBrowser: a running job's page follows its log without a reload.
+func TestDashboardLogsInBrowser(t *testing.T) {
+	ctx, shots := browser(t)
+	dir := t.TempDir()
+	s, c := start(t, filepath.Join(dir, "data"), time.Second)
+	setup(t, c, "q", 1, share("t", types.QuotaShareResourceSharingStrategyReserve, 1, nil, false))
+	gate := filepath.Join(dir, "more")
+	defer os.WriteFile(gate, nil, 0o644)
+	j := submit(t, c, "q", "talker", "t", 1, fmt.Sprintf(`echo first line; while [ ! -e %q ]; do sleep 0.05; done; echo second line; sleep 30`, gate))
+	waitStatus(t, c, j, types.ServiceJobStatusRunning)
+	logHas := func(text string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("log").textContent.includes(`+strconv.Quote(text)+`)`)); err != nil {
+			t.Fatalf("the log never showed %q: %v", text, err)
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.URL+"/ui/job/"+j)); err != nil {
+		t.Fatal(err)
+	}
+	logHas("first line")
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logHas("second line") // without a reload
+	if err := chromedp.Do(ctx, screenshot(shots, "6-log-followed")); err != nil {
+		t.Fatal(err)
 	}
 }

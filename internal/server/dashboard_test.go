@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 )
 
@@ -132,5 +135,109 @@ func TestDashboardCredentials(t *testing.T) {
 				t.Errorf("GET %s: WWW-Authenticate %q", path, resp.Header.Get("WWW-Authenticate"))
 			}
 		}
+	}
+}
+
+// TestDashboardActions: the dashboard's write actions (priority, terminate, a share's
+// state) go through a confirmation page, carry a token bound to the caller, and are API
+// requests in the caller's name: a team changes its own jobs and not others', an admin
+// disables a share; a form without the caller's token or from another origin is refused.
+func TestDashboardActions(t *testing.T) {
+	s := startSigned(t, policy)
+	admin := batch.New(batch.Options{BaseEndpoint: aws.String(s.URL), Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDADMIN", "admin-secret", "")})
+	setup(t, admin, "q", 1, share("a", "LEND", 1, nil, false), share("b", "LEND", 1, nil, false))
+	mine := submit(t, admin, "q", "mine", "a", 1, "sleep 30")
+	theirs := submit(t, admin, "q", "theirs", "b", 1, "sleep 30")
+
+	// do posts a form as user/pass and returns the status and body; it does not follow
+	// a redirect.
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(user, pass, path string, form url.Values, origin string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, s.URL+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth(user, pass)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// tokenOf reads the caller's form token from a page.
+	tokenOf := func(user, pass, path string) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, s.URL+path, nil)
+		req.SetBasicAuth(user, pass)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		m := regexp.MustCompile(`name="token" value="([0-9a-f]+)"`).FindStringSubmatch(string(b))
+		if m == nil {
+			t.Fatalf("no form token on %s:\n%s", path, b)
+		}
+		return m[1]
+	}
+	team := tokenOf("AKIDVISION", "vision-secret", "/ui/job/"+mine)
+	prio := url.Values{"token": {team}, "kind": {"priority"}, "job": {mine}, "priority": {"7"}}
+
+	// Refused: no token, another user's token, another origin.
+	if code, _ := do("AKIDVISION", "vision-secret", "/ui/confirm", url.Values{"kind": {"priority"}, "job": {mine}, "priority": {"7"}}, ""); code != http.StatusForbidden {
+		t.Errorf("a form without a token: %d", code)
+	}
+	if code, _ := do("AKIDADMIN", "admin-secret", "/ui/act", prio, ""); code != http.StatusForbidden {
+		t.Errorf("a form with another user's token: %d", code)
+	}
+	if code, _ := do("AKIDVISION", "vision-secret", "/ui/act", prio, "http://elsewhere.example"); code != http.StatusForbidden {
+		t.Errorf("a form from another origin: %d", code)
+	}
+	if j := describe(t, admin, mine); aws.ToInt32(j.SchedulingPriority) != 1 {
+		t.Fatalf("a refused form changed the priority to %d", aws.ToInt32(j.SchedulingPriority))
+	}
+
+	// The team changes its job's priority: a confirmation, then the change.
+	code, body := do("AKIDVISION", "vision-secret", "/ui/confirm", prio, "")
+	if code != http.StatusOK || !strings.Contains(body, "Change the priority of mine ("+mine+") from 1 to 7?") {
+		t.Fatalf("confirmation: %d\n%s", code, body)
+	}
+	if code, _ := do("AKIDVISION", "vision-secret", "/ui/act", prio, s.URL); code != http.StatusSeeOther {
+		t.Fatalf("the change: %d", code)
+	}
+	if j := describe(t, admin, mine); aws.ToInt32(j.SchedulingPriority) != 7 {
+		t.Fatalf("priority after the change: %d", aws.ToInt32(j.SchedulingPriority))
+	}
+	// ... but may not terminate a job of share b: the API's own refusal, nothing changed.
+	code, body = do("AKIDVISION", "vision-secret", "/ui/act", url.Values{"token": {team}, "kind": {"terminate"}, "job": {theirs}}, "")
+	if code != http.StatusBadRequest || !strings.Contains(body, "AccessDeniedException: principal vision (team) may not terminateservicejob in share &#34;b&#34;") {
+		t.Fatalf("terminating another team's job: %d\n%s", code, body)
+	}
+	if j := describe(t, admin, theirs); j.IsTerminated != nil && *j.IsTerminated {
+		t.Fatal("the refused termination happened")
+	}
+	// Bad input: named and refused.
+	if code, body := do("AKIDVISION", "vision-secret", "/ui/confirm", url.Values{"token": {team}, "kind": {"priority"}, "job": {mine}, "priority": {"high"}}, ""); code != http.StatusBadRequest || !strings.Contains(body, `priority: "high" must be a whole number`) {
+		t.Errorf("a bad priority: %d %s", code, body)
+	}
+
+	// The admin disables share b from the pool page.
+	adm := tokenOf("AKIDADMIN", "admin-secret", "/")
+	off := url.Values{"token": {adm}, "kind": {"share"}, "queue": {"q"}, "share": {"b"}, "state": {"DISABLED"}}
+	if code, body := do("AKIDADMIN", "admin-secret", "/ui/confirm", off, ""); code != http.StatusOK || !strings.Contains(body, "Disable share b of queue q?") {
+		t.Fatalf("share confirmation: %d\n%s", code, body)
+	}
+	if code, _ := do("AKIDADMIN", "admin-secret", "/ui/act", off, ""); code != http.StatusSeeOther {
+		t.Fatalf("disabling: %d", code)
+	}
+	d := must[*batch.DescribeQuotaShareOutput](t)(admin.DescribeQuotaShare(ctx, &batch.DescribeQuotaShareInput{QuotaShareArn: aws.String("arn:aws:batch:us-east-1:000000000000:job-queue/q/quota-share/b")}))
+	if d.State != types.QuotaShareStateDisabled {
+		t.Fatalf("share b after disabling: %s", d.State)
 	}
 }

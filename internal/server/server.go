@@ -259,14 +259,15 @@ func Start(cfg Config) (*Server, error) {
 	// /metrics: with --credentials, a scrape must be signed too, or carry the metrics
 	// token.
 	mux.Handle("GET /metrics", metricsAuth(cfg.MetricsToken, verifier, mets.handler()))
-	// The dashboard: read-only pages for a browser, behind Basic credentials from the
-	// same file as the API's keys.
-	dash := batchapi.RequireBasic(verifier, dashboard.New(dashboard.Config{Source: engine, Logs: http.HandlerFunc(s.logs)}))
+	// Every principal may read; a team may change jobs in its shares; an admin, anything.
+	api := batchapi.Authorize(engine, batchapi.New(engine))
+	mux.Handle("/", mets.instrument(batchapi.Require(verifier, api)))
+	// The dashboard: pages for a browser, behind Basic credentials from the same file as
+	// the API's keys; its write actions are API requests in the caller's name.
+	dash := batchapi.RequireBasic(verifier, dashboard.New(dashboard.Config{Source: engine, Logs: http.HandlerFunc(s.logs), API: mets.instrument(api)}))
 	for _, p := range dashboard.Patterns {
 		mux.Handle(p, dash)
 	}
-	// Every principal may read; a team may change jobs in its shares; an admin, anything.
-	mux.Handle("/", mets.instrument(batchapi.Require(verifier, batchapi.Authorize(engine, batchapi.New(engine)))))
 	// ServeMux answers an unclean path (/v1/../x) with a redirect; an API answers 404.
 	var full http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p && path.Clean(p)+"/" != p {
