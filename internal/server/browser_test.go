@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -199,5 +202,59 @@ func TestDashboardLogsInBrowser(t *testing.T) {
 	logHas("second line") // without a reload
 	if err := chromedp.Do(ctx, screenshot(shots, "6-log-followed")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDashboardBadInputInBrowser: text the dashboard shows but did not write (here a
+// termination reason holding markup, and a very long one without spaces) is shown as
+// text, runs no script, and does not widen the page past a laptop screen; the dark scheme
+// is dark.
+func TestDashboardBadInputInBrowser(t *testing.T) {
+	ctx, shots := browser(t)
+	dir := t.TempDir()
+	s, c := start(t, filepath.Join(dir, "data"), time.Second)
+	setup(t, c, "q", 1, share("t", types.QuotaShareResourceSharingStrategyReserve, 1, nil, false))
+	marked := submit(t, c, "q", "marked", "t", 1, "sleep 30")
+	long := submit(t, c, "q", "long", "t", 1, "sleep 30")
+	evil := `<script>window.owned=1</script><img src=x onerror="window.owned=1">`
+	for id, reason := range map[string]string{marked: evil, long: strings.Repeat("x", 1000)} {
+		if _, err := c.TerminateServiceJob(ctx, &batch.TerminateServiceJobInput{JobId: aws.String(id), Reason: aws.String(reason)}); err != nil {
+			t.Fatal(err)
+		}
+		waitStatus(t, c, id, types.ServiceJobStatusFailed)
+	}
+	check := func(path, name string) {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Navigate(s.URL+path), chromedp.WaitVisible(chromedp.CSS(`main`)), screenshot(shots, name)); err != nil {
+			t.Fatal(err)
+		}
+		owned, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.owned === 1`))
+		if err != nil || owned {
+			t.Errorf("%s: markup in a reason ran (%v)", path, err)
+		}
+		wide, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+		if err != nil || wide {
+			t.Errorf("%s: wider than the window (%v)", path, err)
+		}
+	}
+	check("/ui/job/"+marked, "7-markup-reason")
+	if text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#explain`))); err != nil || !strings.Contains(text, evil) {
+		t.Errorf("the reason is not shown as text (%v):\n%s", err, text)
+	}
+	check("/ui/job/"+long, "8-long-reason")
+	check("/ui/jobs?queue=q&state=FAILED&name=%3Cscript%3Ewindow.owned%3D1%3C%2Fscript%3E", "9-markup-filter")
+	check("/ui/jobs?queue=q&state=FAILED", "10-failed-jobs")
+
+	// The dark scheme.
+	dark := func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+		return chromedp.Void{}, err
+	}
+	if err := chromedp.Do(ctx, dark, chromedp.Navigate(s.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`.bar`)), screenshot(shots, "11-pool-dark")); err != nil {
+		t.Fatal(err)
+	}
+	if bg, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.body).backgroundColor`)); err != nil || bg != "rgb(13, 17, 23)" {
+		t.Errorf("the dark scheme's background: %q %v", bg, err)
 	}
 }
