@@ -53,6 +53,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	gpuTable := fs.String("gpu-table", "", "JSON file of instance type -> GPUs per instance, extending the built-in table")
 	example := fs.Bool("example", false, "create AWS's three-project example (queue three-projects) and play it out")
 	quiet := fs.Bool("quiet", false, "do not log scheduling decisions")
+	noMetrics := fs.Bool("no-metrics", false, "turn the Prometheus metrics off: no timing of requests, passes and commits; GET /metrics answers 404")
 	logFormat := fs.String("log-format", "text", "text (a line per event) or json (one JSON object per event: every decision with its job, share, rule and reason as fields)")
 	creds := fs.String("credentials", "", `file of "ACCESS_KEY_ID SECRET_ACCESS_KEY" lines: requests must then be signed (SigV4) with one of them`)
 	var passEnv []string
@@ -85,6 +86,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace, Credentials: *creds, RetainFinished: *retain,
 		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData, UnstagedChannels: *unstaged == "allow", Containment: *containment}
+	cfg.NoMetrics = *noMetrics
 	cfg.GPUs = splitList(*gpus)
 	if *gpus == "" {
 		cfg.GPUs = detectGPUs()

@@ -30,6 +30,8 @@ type metrics struct {
 	reclaim *prometheus.HistogramVec
 	// logRequest, if set, hears each API request as instrument times it.
 	logRequest func(RequestLog)
+	// off: the metrics are off (Config.NoMetrics); requests are timed only to be logged.
+	off bool
 }
 
 func newMetrics(engine func() *dispatch.Engine) *metrics {
@@ -93,6 +95,9 @@ func init() {
 
 // instrument times every API request by operation and outcome.
 func (m *metrics) instrument(h http.Handler) http.Handler {
+	if m.off && m.logRequest == nil {
+		return h
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		began := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
@@ -109,7 +114,9 @@ func (m *metrics) instrument(h http.Handler) http.Handler {
 			outcome = "client_error"
 		}
 		took := time.Since(began)
-		m.api.WithLabelValues(op, outcome).Observe(took.Seconds())
+		if !m.off {
+			m.api.WithLabelValues(op, outcome).Observe(took.Seconds())
+		}
 		if m.logRequest != nil {
 			m.logRequest(RequestLog{Operation: op, Outcome: outcome, Status: sw.code, Latency: took, AccessKey: batchapi.AccessKeyOf(r)})
 		}

@@ -124,3 +124,21 @@ func TestMetrics(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 }
+
+// TestNoMetrics: with metrics off, /metrics answers 404 and the API works as before.
+func TestNoMetrics(t *testing.T) {
+	s, err := Start(Config{Addr: "127.0.0.1:0", Data: t.TempDir(), NoMetrics: true, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	resp, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/metrics with metrics off: %d", resp.StatusCode)
+	}
+	setup(t, newClient(s.URL), "q", 1, share("a", "LEND", 1, nil, false))
+}

@@ -63,6 +63,9 @@ type Config struct {
 	Decide func(dispatch.Decision)
 	// LogRequest, if set, hears every API request once answered (serve --log-format json).
 	LogRequest func(RequestLog)
+	// NoMetrics turns the Prometheus metrics off (serve --no-metrics): no timing of
+	// requests, passes and commits, and GET /metrics answers 404.
+	NoMetrics bool
 	// Credentials names a file of "ACCESS_KEY_ID SECRET" lines: with it, every API and
 	// logs request must carry a valid AWS Signature Version 4. Empty: no check.
 	Credentials string
@@ -208,9 +211,13 @@ func Start(cfg Config) (*Server, error) {
 	holder := quotashare.LeaseHolder{ID: newHolderID(), PID: os.Getpid(), Addr: ln.Addr().String()}
 	var engine *dispatch.Engine
 	mets := newMetrics(func() *dispatch.Engine { return engine })
-	mets.logRequest = cfg.LogRequest
+	mets.logRequest, mets.off = cfg.LogRequest, cfg.NoMetrics
+	var observe dispatch.Observer = mets
+	if cfg.NoMetrics {
+		observe = nil
+	}
 	stopLog := logLoading(cfg.Logf, &loaded, began)
-	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Observe: mets, LoadProgress: func(n int) { loaded.Store(int64(n)) },
+	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Observe: observe, LoadProgress: func(n int) { loaded.Store(int64(n)) },
 		Control: control.Config{Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf, Decide: cfg.Decide,
 			RetainFinished: retention(cfg.RetainFinished), InstanceType: knownTypes(cfg),
 			GPUsPerInstance: func(t string) int { return trainingjob.GPUsPer(cfg.GPUTable, t) }}})
@@ -258,7 +265,13 @@ func Start(cfg Config) (*Server, error) {
 	mux.Handle("GET /logs/{job}", batchapi.Require(verifier, http.HandlerFunc(s.logs)))
 	// /metrics: with --credentials, a scrape must be signed too, or carry the metrics
 	// token.
-	mux.Handle("GET /metrics", metricsAuth(cfg.MetricsToken, verifier, mets.handler()))
+	if cfg.NoMetrics {
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "metrics are off (serve --no-metrics)", http.StatusNotFound)
+		})
+	} else {
+		mux.Handle("GET /metrics", metricsAuth(cfg.MetricsToken, verifier, mets.handler()))
+	}
 	// Every principal may read; a team may change jobs in its shares; an admin, anything.
 	api := batchapi.Authorize(engine, batchapi.New(engine))
 	mux.Handle("/", mets.instrument(batchapi.Require(verifier, api)))
