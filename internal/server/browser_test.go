@@ -69,16 +69,33 @@ func screenshot(dir, name string) chromedp.Action[chromedp.Void] {
 	}
 }
 
-// TestDashboardInBrowser: in a real headless Chromium, the pool shows b borrowing a's idle
-// instance; when a's owner submits a job, the bars show the reclaim without a reload (b's
-// borrowed segment goes, a's own comes); following the preempted job from the jobs table
-// to its page shows the preemption with its rule and the job that took the capacity.
+// TestDashboardInBrowser plays AWS's three-project example and watches it in a real
+// headless Chromium. The pool shows qs1 borrowing qs2's idle instance; when qs2's owner
+// submits a job, the bars show the reclaim without a reload (qs1's borrowed segment goes,
+// qs2's own comes); following the preempted job from the jobs table to its page shows the
+// preemption with its rule and the job that took the capacity; raising qs1_job_low's
+// priority from its page (through the confirmation) makes it preempt qs1_job_high in
+// their share, and qs1_job_high's page says so.
 func TestDashboardInBrowser(t *testing.T) {
 	ctx, shots := browser(t)
 	dir := t.TempDir()
-	s, c, b2, _ := borrowing(t, dir)
-	defer os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
-	borrowed := chromedp.CSS(`.seg.borrowed[data-share="b"]`)
+	s, c := start(t, filepath.Join(dir, "data"), time.Second)
+	q := "three-projects"
+	setup(t, c, q, 3,
+		share("qs1", types.QuotaShareResourceSharingStrategyLendAndBorrow, 1, aws.Int32(200), true),
+		share("qs2", types.QuotaShareResourceSharingStrategyLend, 1, nil, false),
+		share("qs3", types.QuotaShareResourceSharingStrategyReserve, 1, nil, false))
+	gate := func(name string) string { return gated(filepath.Join(dir, name+".go")) }
+	for _, name := range []string{"high", "med", "low", "q2"} {
+		defer os.WriteFile(filepath.Join(dir, name+".go"), nil, 0o644)
+	}
+	high := submit(t, c, q, "qs1_job_high", "qs1", 3, gate("high"))
+	med := submit(t, c, q, "qs1_job_med", "qs1", 2, gate("med"))
+	low := submit(t, c, q, "qs1_job_low", "qs1", 1, gate("low"))
+	waitStatus(t, c, high, types.ServiceJobStatusRunning)
+	waitStatus(t, c, med, types.ServiceJobStatusRunning)
+
+	borrowed := chromedp.CSS(`.seg.borrowed[data-share="qs1"]`)
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(s.URL+"/"),
 		chromedp.WaitVisible(borrowed),
@@ -87,16 +104,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	if title, err := chromedp.Run(ctx, chromedp.AttributeValue(borrowed, "title")); err != nil || title.Value != "b: 1 borrowed (1 from a)" {
+	if title, err := chromedp.Run(ctx, chromedp.AttributeValue(borrowed, "title")); err != nil || title.Value != "qs1: 1 borrowed (1 from qs2)" {
 		t.Fatalf("the borrowed segment's title: %+v %v", title, err)
 	}
 
-	// a's owner comes back: the page changes by itself.
-	a1 := submit(t, c, "q", "a1", "a", 1, gated(filepath.Join(dir, "a-go")))
-	defer os.WriteFile(filepath.Join(dir, "a-go"), nil, 0o644)
-	waitStatus(t, c, a1, types.ServiceJobStatusRunning)
+	// qs2's owner comes back: the page changes by itself.
+	waitStarted(t, filepath.Join(dir, "med.go"))
+	q2 := submit(t, c, q, "qs2_job_1", "qs2", 1, gate("q2"))
+	waitStatus(t, c, q2, types.ServiceJobStatusRunning)
 	if err := chromedp.Do(ctx,
-		chromedp.WaitVisible(chromedp.CSS(`.seg.own[data-share="a"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.seg.own[data-share="qs2"]`)),
 		chromedp.WaitNotPresent(borrowed),
 		screenshot(shots, "2-reclaimed"),
 	); err != nil {
@@ -104,9 +121,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	// From the jobs table to the preempted job's page.
-	link := chromedp.CSS(`tr.job-row[data-id="` + b2 + `"] a`)
+	link := chromedp.CSS(`tr.job-row[data-id="` + med + `"] a`)
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(s.URL+"/ui/jobs?queue=q&state=RUNNABLE&share=b"),
+		chromedp.Navigate(s.URL+"/ui/jobs?queue="+q+"&state=RUNNABLE&share=qs1"),
 		chromedp.WaitVisible(link),
 		chromedp.Click(link),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline li.preempted`)),
@@ -118,30 +135,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"preempted for a1 (" + a1 + ")", "share a reclaims it for job a1"} {
+	for _, want := range []string{"preempted for qs2_job_1 (" + q2 + ")", "share qs2 reclaims it for job qs2_job_1"} {
 		if !strings.Contains(timeline, want) {
-			t.Errorf("b2's time line lacks %q:\n%s", want, timeline)
+			t.Errorf("qs1_job_med's time line lacks %q:\n%s", want, timeline)
 		}
 	}
-}
 
-// TestDashboardPriorityInBrowser: in a real headless Chromium, raising a waiting job's
-// priority from its page (through the confirmation) makes it preempt the lower-priority
-// job running in its share, and the victim's page says so.
-func TestDashboardPriorityInBrowser(t *testing.T) {
-	ctx, shots := browser(t)
-	dir := t.TempDir()
-	s, c := start(t, filepath.Join(dir, "data"), time.Second)
-	setup(t, c, "q", 1, share("t", types.QuotaShareResourceSharingStrategyReserve, 1, nil, true))
-	defer os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
-	r := submit(t, c, "q", "r", "t", 1, gated(filepath.Join(dir, "go")))
-	waitStatus(t, c, r, types.ServiceJobStatusRunning)
-	w := submit(t, c, "q", "w", "t", 1, "true")
-	waitStatus(t, c, w, types.ServiceJobStatusRunnable)
+	// qs1_job_low raised above qs1_job_high from its page.
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(s.URL+"/ui/job/"+w),
+		chromedp.Navigate(s.URL+"/ui/job/"+low),
 		chromedp.WaitVisible(chromedp.CSS(`#set-priority`)),
-		chromedp.SetValue(chromedp.CSS(`#priority`), "9"),
+		chromedp.SetValue(chromedp.CSS(`#priority`), "4"),
 		chromedp.Click(chromedp.CSS(`#set-priority`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
 		screenshot(shots, "4-confirm-priority"),
@@ -149,30 +153,29 @@ func TestDashboardPriorityInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	question, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#question`)))
-	if err != nil || !strings.Contains(question, "Change the priority of w ("+w+") from 1 to 9?") {
+	if err != nil || !strings.Contains(question, "Change the priority of qs1_job_low ("+low+") from 1 to 4?") {
 		t.Fatalf("the confirmation asks %q (%v)", question, err)
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`#confirm`)),
-		chromedp.WaitVisible(chromedp.CSS(`#reason-code`)), // back on w's page
+		chromedp.WaitVisible(chromedp.CSS(`#reason-code`)), // back on qs1_job_low's page
 	); err != nil {
 		t.Fatal(err)
 	}
-	if p := describe(t, c, w); aws.ToInt32(p.SchedulingPriority) != 9 {
-		t.Fatalf("w's priority after the confirmation: %d", aws.ToInt32(p.SchedulingPriority))
+	if p := describe(t, c, low); aws.ToInt32(p.SchedulingPriority) != 4 {
+		t.Fatalf("qs1_job_low's priority after the confirmation: %d", aws.ToInt32(p.SchedulingPriority))
 	}
-	// r is preempted for w (in-share); r's page shows it.
-	waitStatus(t, c, w, types.ServiceJobStatusSucceeded)
+	waitStatus(t, c, low, types.ServiceJobStatusRunning)
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(s.URL+"/ui/job/"+r),
+		chromedp.Navigate(s.URL+"/ui/job/"+high),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline li.preempted`)),
 		screenshot(shots, "5-in-share-preempted"),
 	); err != nil {
 		t.Fatal(err)
 	}
-	timeline, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#timeline`)))
-	if err != nil || !strings.Contains(timeline, "In-share preemption triggered by higher-priority job w ("+w+") (priority 9 > 1) in share t") {
-		t.Fatalf("r's time line (%v):\n%s", err, timeline)
+	timeline, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#timeline`)))
+	if err != nil || !strings.Contains(timeline, "In-share preemption triggered by higher-priority job qs1_job_low ("+low+") (priority 4 > 3) in share qs1") {
+		t.Fatalf("qs1_job_high's time line (%v):\n%s", err, timeline)
 	}
 }
 
