@@ -33,7 +33,10 @@ type ShareKey struct{ Queue, Share string }
 // PreemptionKey is a preemption's queue, rule and victim share.
 type PreemptionKey struct {
 	Queue string
-	Rule  sched.Rule
+	// Rule is the preemption's rule (reclaim, in-share, environment-shrunk), or
+	// limit-lowered for a reclaim from a share that does not borrow: only a lowered limit
+	// puts such a share over its limit.
+	Rule  string
 	Share string
 }
 

@@ -626,7 +626,11 @@ func (e *State) spec(j *quotashare.Job) quotashare.AttemptSpec {
 
 // preempt records a decision to stop an attempt and queues the executor's Stop.
 func (e *State) preempt(j *quotashare.Job, p sched.Preemption) {
-	e.counters.Preemptions[PreemptionKey{nameOf(j.QueueARN), p.Rule, shareLabel(j.Share)}]++
+	rule := p.Rule.String()
+	if s := e.queues[j.QueueARN].shares[j.Share]; p.Rule == sched.RuleReclaim && s != nil && !s.Strategy.Borrows() {
+		rule = "limit-lowered"
+	}
+	e.counters.Preemptions[PreemptionKey{nameOf(j.QueueARN), rule, shareLabel(j.Share)}]++
 	a := j.Current
 	a.Stop, a.StopReason, a.StopFor = quotashare.StopPreempted, p.Reason, p.ForJob
 	e.say(j, quotashare.ReasonPreempting, ": ", p.Reason)

@@ -236,6 +236,15 @@ func TestLimitLowered(t *testing.T) {
 	if d.PreemptionSummary == nil || !strings.Contains(aws.ToString(d.PreemptionSummary.RecentPreemptedAttempts[0].StatusReason), "share b reclaims it") {
 		t.Errorf("a1's preemption: %+v", d.PreemptionSummary)
 	}
+	// The metrics count it as limit-lowered: a (RESERVE) borrows nothing, so only its
+	// lowered limit put it over.
+	sample := scrape(t, s.URL)
+	if v, ok := sample("quotashare_preemptions_total", "rule", "limit-lowered", "share", "a"); !ok || v != 1 {
+		t.Errorf("limit-lowered preemptions of share a: %v %v", v, ok)
+	}
+	if v, ok := sample("quotashare_preemptions_total", "rule", "reclaim", "share", "a"); ok && v != 0 {
+		t.Errorf("reclaim preemptions of share a: %v", v)
+	}
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 }
 

@@ -193,7 +193,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descStarts, v, k.Queue, k.Share)
 	}
 	for k, v := range m.Counters.Preemptions {
-		counter(descPreempted, v, k.Queue, k.Rule.String(), k.Share)
+		counter(descPreempted, v, k.Queue, k.Rule, k.Share)
 	}
 	for k, v := range m.Counters.Ended {
 		counter(descEnded, v, k.Queue, k.Share, string(k.Status), string(k.Code))
