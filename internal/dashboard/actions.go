@@ -65,25 +65,28 @@ func (h *handler) checkPost(w http.ResponseWriter, r *http.Request) bool {
 
 // confirm shows the confirmation page of the action the form asks for (POST /ui/confirm).
 func (h *handler) confirm(w http.ResponseWriter, r *http.Request) {
+	if a, ok := h.posted(w, r); ok {
+		h.render(w, "confirm", a)
+	}
+}
+
+// posted checks a posted action form and reads it; on false it has answered.
+func (h *handler) posted(w http.ResponseWriter, r *http.Request) (action, bool) {
 	if !h.checkPost(w, r) {
-		return
+		return action{}, false
 	}
 	a, err := h.actionOf(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+		return a, false
 	}
-	h.render(w, "confirm", a)
+	return a, true
 }
 
 // act makes the change (POST /ui/act) and goes back to the page it came from.
 func (h *handler) act(w http.ResponseWriter, r *http.Request) {
-	if !h.checkPost(w, r) {
-		return
-	}
-	a, err := h.actionOf(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	a, ok := h.posted(w, r)
+	if !ok {
 		return
 	}
 	var op string

@@ -24,33 +24,17 @@ func (r *Reference) classify(j *refJob) sched.Reason {
 	}
 	sh := r.shares[j.share]
 	if em := j.earmark; em != nil {
-		var names []string
-		for i, v := range em.victims {
-			if i == 3 {
-				names = append(names, "...")
-				break
-			}
-			names = append(names, v.id+" of share "+v.share)
-		}
 		code := sched.ReasonWaitingForReclaim
 		if em.rule == sched.RuleInShare {
 			code = sched.ReasonWaitingForPreemption
 		}
 		rs := r.reasonFor(j, code, j.need[0])
-		rs.Other, rs.Count = strings.Join(names, ", "), len(em.victims)
+		rs.Other, rs.Count = jobNames(em.victims), len(em.victims)
 		return rs
 	}
 	if w := j.ageWait; w != nil && j.seen == r.pass {
-		var names []string
-		for i, v := range w.protected {
-			if i == 3 {
-				names = append(names, "...")
-				break
-			}
-			names = append(names, v.id+" of share "+v.share)
-		}
 		rs := r.reasonFor(j, sched.ReasonWaitingForMinRunTime, j.need[0])
-		rs.Other, rs.Count, rs.Until, rs.Rule = strings.Join(names, ", "), len(w.protected), w.until, w.rule
+		rs.Other, rs.Count, rs.Until, rs.Rule = jobNames(w.protected), len(w.protected), w.until, w.rule
 		return rs
 	}
 	if h := r.heldBy[j.share]; h != "" && h != j.id {
@@ -90,25 +74,15 @@ func (r *Reference) classify(j *refJob) sched.Reason {
 			return rs
 		}
 	}
-	var names []string
+	var others []*refJob
 	for _, h := range r.heldFor {
-		if h == j {
-			continue
+		if h != j {
+			others = append(others, h)
 		}
-		if len(names) == 3 {
-			names = append(names, "...")
-			break
-		}
-		names = append(names, h.id+" of share "+h.share)
 	}
-	if len(names) > 0 {
+	if len(others) > 0 {
 		rs := r.reasonFor(j, sched.ReasonCapacityHeld, j.need[0])
-		rs.Other = strings.Join(names, ", ")
-		for _, h := range r.heldFor {
-			if h != j {
-				rs.Count++
-			}
-		}
+		rs.Other, rs.Count = jobNames(others), len(others)
 		return rs
 	}
 	return r.reasonFor(j, sched.ReasonNoFreeCapacity, j.need[0])
@@ -175,4 +149,17 @@ func (r *Reference) Usage() []sched.ShareUsage {
 		out = append(out, u)
 	}
 	return out
+}
+
+// jobNames lists up to three jobs as "ID of share NAME".
+func jobNames(js []*refJob) string {
+	var names []string
+	for i, v := range js {
+		if i == 3 {
+			names = append(names, "...")
+			break
+		}
+		names = append(names, v.id+" of share "+v.share)
+	}
+	return strings.Join(names, ", ")
 }

@@ -20,16 +20,11 @@ import (
 // page fetches a dashboard page and returns its body (failing on a status other than want).
 func page(t *testing.T, url string, want int) string {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
+	code, body := status(t, url)
+	if code != want {
+		t.Fatalf("GET %s: %d, want %d: %s", url, code, want, body)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("GET %s: %d, want %d: %s", url, resp.StatusCode, want, b)
-	}
-	return string(b)
+	return body
 }
 
 // TestDashboard: the dashboard shows the pool with the borrowing as it is (b's second job
