@@ -88,8 +88,8 @@ func TestDashboard(t *testing.T) {
 
 	// The jobs table: by state and share, with each job's reason.
 	jobs := page(t, s.URL+"/ui/jobs?queue=q&state=SUCCEEDED&share=b", http.StatusOK)
-	if n := len(regexp.MustCompile(`class="job-row"`).FindAllString(jobs, -1)); n != 2 || !strings.Contains(jobs, `<a href="/ui/job/`+b2+`">b2</a>`) {
-		t.Errorf("SUCCEEDED jobs of share b: %d rows:\n%s", n, jobs)
+	if !strings.Contains(jobs, `<a href="/ui/job/`+b2+`">b2</a>`) || strings.Contains(jobs, ">a1</a>") {
+		t.Errorf("SUCCEEDED jobs of share b:\n%s", jobs)
 	}
 	if jobs := page(t, s.URL+"/ui/jobs?queue=q&state=SUCCEEDED&name=a*", http.StatusOK); !strings.Contains(jobs, ">a1</a>") || strings.Contains(jobs, ">b2</a>") {
 		t.Errorf("SUCCEEDED jobs named a*:\n%s", jobs)
