@@ -156,7 +156,6 @@ type shareView struct {
 	quotashare.QuotaShare
 	Color   int
 	Waiting int
-	Active  int
 	Types   []shareType
 	// Waits are the first jobs waiting in the share, in submission order, with reasons.
 	Waits []quotashare.Job
@@ -239,7 +238,7 @@ func (h *handler) queue(name string, waits int) (queueView, error) {
 		qv.Types = append(qv.Types, tv)
 	}
 	for i, u := range snap.Shares {
-		sv := shareView{QuotaShare: config[u.Name], Color: i % colors, Waiting: u.Waiting, Active: u.Active}
+		sv := shareView{QuotaShare: config[u.Name], Color: i % colors, Waiting: u.Waiting}
 		sv.Name = u.Name
 		for _, t := range u.Types {
 			st := shareType{Type: t.InstanceType, Limit: t.Limit, InUse: t.InUse, Borrowed: t.Borrowed, Stopping: t.Stopping, Idle: t.Idle}
