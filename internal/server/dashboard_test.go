@@ -2,12 +2,15 @@ package server
 
 import (
 	"bufio"
+	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -234,5 +237,54 @@ func TestDashboardActions(t *testing.T) {
 	d := must[*batch.DescribeQuotaShareOutput](t)(admin.DescribeQuotaShare(ctx, &batch.DescribeQuotaShareInput{QuotaShareArn: aws.String("arn:aws:batch:us-east-1:000000000000:job-queue/q/quota-share/b")}))
 	if d.State != types.QuotaShareStateDisabled {
 		t.Fatalf("share b after disabling: %s", d.State)
+	}
+}
+
+// TestDashboardPaging: the jobs table shows 50 jobs a page, newest first, and its "Older
+// jobs" link leads through every waiting job once, ending on a page without the link.
+func TestDashboardPaging(t *testing.T) {
+	s, c := start(t, t.TempDir(), 0)
+	setup(t, c, "q", 1, share("a", "RESERVE", 1, nil, false))
+	holder := submit(t, c, "q", "holder", "a", 1, "sleep 30")
+	waitStatus(t, c, holder, types.ServiceJobStatusRunning)
+	const n = 120
+	var last string
+	for i := range n {
+		j, err := s.Engine().Submit(jobInput(int64(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = j.ID
+	}
+	waitStatus(t, c, last, types.ServiceJobStatusRunnable)
+
+	name := regexp.MustCompile(`<a href="/ui/job/[^"]+">(j\d+)</a>`)
+	next := regexp.MustCompile(`<a class="next" href="([^"]+)">Older jobs`)
+	var seen []string
+	var sizes []int
+	for path, pages := "/ui/jobs?queue=q&state=RUNNABLE", 0; path != ""; pages++ {
+		if pages > 5 {
+			t.Fatalf("more than %d pages; the last was %s", pages, path)
+		}
+		body := page(t, s.URL+path, http.StatusOK)
+		m := name.FindAllStringSubmatch(body, -1)
+		sizes = append(sizes, len(m))
+		for _, x := range m {
+			seen = append(seen, x[1])
+		}
+		path = ""
+		if l := next.FindStringSubmatch(body); l != nil {
+			path = html.UnescapeString(l[1])
+		}
+	}
+	if !slices.Equal(sizes, []int{50, 50, 20}) {
+		t.Errorf("page sizes %v, want [50 50 20]", sizes)
+	}
+	var want []string
+	for i := n - 1; i >= 0; i-- {
+		want = append(want, fmt.Sprintf("j%d", i))
+	}
+	if !slices.Equal(seen, want) {
+		t.Errorf("jobs across the pages, newest first:\n got %v\nwant %v", seen, want)
 	}
 }
