@@ -126,10 +126,13 @@ type Attempt struct {
 	ExitCode     *int
 	// Borrowed is the part of the attempt's capacity above its share's own limit.
 	Borrowed []Demand
-	// Stop is set once the server decided to stop the attempt; StopReason says why, and
-	// StopFor names the job its capacity is preempted for.
+	// Stop is set once the server decided to stop the attempt; StopReason says why,
+	// StopRule names the preemption rule (in-share, reclaim, limit-lowered,
+	// environment-shrunk; the metrics' rule label) and StopFor the job its capacity is
+	// preempted for.
 	Stop       StopCause
 	StopReason string
+	StopRule   string
 	StopFor    string
 }
 

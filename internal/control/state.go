@@ -632,7 +632,7 @@ func (e *State) preempt(j *quotashare.Job, p sched.Preemption) {
 	}
 	e.counters.Preemptions[PreemptionKey{nameOf(j.QueueARN), rule, shareLabel(j.Share)}]++
 	a := j.Current
-	a.Stop, a.StopReason, a.StopFor = quotashare.StopPreempted, p.Reason, p.ForJob
+	a.Stop, a.StopReason, a.StopFor, a.StopRule = quotashare.StopPreempted, p.Reason, p.ForJob, rule
 	e.say(j, quotashare.ReasonPreempting, ": ", p.Reason)
 	e.touchJob(j)
 	e.decide(Decision{Kind: "preempt", Queue: nameOf(j.QueueARN), Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Rule: p.Rule.String(), ForJob: p.ForJob, Reason: p.Reason,

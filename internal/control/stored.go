@@ -114,6 +114,9 @@ type storedAttempt struct {
 	Stop         string         `json:"stop,omitempty"`
 	StopReason   string         `json:"stopReason,omitempty"`
 	StopFor      string         `json:"stopFor,omitempty"`
+	// StopRule is an optional member added in format 1: an attempt preempted before it
+	// reads as none.
+	StopRule string `json:"stopRule,omitempty"`
 }
 
 type storedJob struct {
@@ -171,12 +174,12 @@ func fromStoredDemands(ds []storedDemand) []quotashare.Demand {
 
 func toStoredAttempt(a quotashare.Attempt) storedAttempt {
 	return storedAttempt{ID: a.ID, ScheduledAt: a.ScheduledAt, StartedAt: a.StartedAt, StoppedAt: a.StoppedAt, StatusReason: a.StatusReason,
-		ExitCode: a.ExitCode, Borrowed: toStoredDemands(a.Borrowed), Stop: string(a.Stop), StopReason: a.StopReason, StopFor: a.StopFor}
+		ExitCode: a.ExitCode, Borrowed: toStoredDemands(a.Borrowed), Stop: string(a.Stop), StopReason: a.StopReason, StopFor: a.StopFor, StopRule: a.StopRule}
 }
 
 func fromStoredAttempt(a storedAttempt) quotashare.Attempt {
 	return quotashare.Attempt{ID: a.ID, ScheduledAt: a.ScheduledAt, StartedAt: a.StartedAt, StoppedAt: a.StoppedAt, StatusReason: a.StatusReason,
-		ExitCode: sharedCode(a.ExitCode), Borrowed: fromStoredDemands(a.Borrowed), Stop: quotashare.StopCause(a.Stop), StopReason: a.StopReason, StopFor: a.StopFor}
+		ExitCode: sharedCode(a.ExitCode), Borrowed: fromStoredDemands(a.Borrowed), Stop: quotashare.StopCause(a.Stop), StopReason: a.StopReason, StopFor: a.StopFor, StopRule: a.StopRule}
 }
 
 func toStoredJob(j *quotashare.Job) storedJob {

@@ -424,6 +424,7 @@ type event struct {
 	At                    time.Time
 	Attempt, What, Detail string
 	Preempted             bool
+	Rule                  string // the preemption rule
 	By                    string // the job that took the capacity, by name and id
 	ByID                  string
 }
@@ -450,7 +451,7 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 			if at.IsZero() {
 				at, what = time.Now(), "being "+what
 			}
-			e := event{At: at, Attempt: a.ID, What: what, Detail: a.StopReason, Preempted: a.Stop == quotashare.StopPreempted}
+			e := event{At: at, Attempt: a.ID, What: what, Detail: a.StopReason, Preempted: a.Stop == quotashare.StopPreempted, Rule: a.StopRule}
 			if a.StopFor != "" {
 				e.ByID, e.By = a.StopFor, a.StopFor
 				if by, err := h.cfg.Source.Job(a.StopFor); err == nil {

@@ -79,7 +79,7 @@ func TestDashboard(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644) // b's jobs may end now
 	waitStatus(t, c, b2, types.ServiceJobStatusSucceeded)
 	jp := page(t, s.URL+"/ui/job/"+b2, http.StatusOK)
-	for _, want := range []string{`<li class="preempted" data-what="preempted">`, `for <a href="/ui/job/` + a1 + `">a1 (` + a1 + `)</a>`,
+	for _, want := range []string{`<li class="preempted" data-what="preempted">`, `<span class="rule" data-rule="reclaim">reclaim</span>`, `for <a href="/ui/job/` + a1 + `">a1 (` + a1 + `)</a>`,
 		"share a reclaims it for job a1", `<code id="reason-code">COMPLETED</code>`, `href="/ui/logs/` + b2 + `"`} {
 		if !strings.Contains(jp, want) {
 			t.Errorf("b2's page lacks %q:\n%s", want, jp)

@@ -245,6 +245,10 @@ func TestLimitLowered(t *testing.T) {
 	if v, ok := sample("quotashare_preemptions_total", "rule", "reclaim", "share", "a"); ok && v != 0 {
 		t.Errorf("reclaim preemptions of share a: %v", v)
 	}
+	// The dashboard's time line of a1 names the rule the same way.
+	if jp := page(t, s.URL+"/ui/job/"+a1, http.StatusOK); !strings.Contains(jp, `<span class="rule" data-rule="limit-lowered">`) {
+		t.Errorf("a1's page does not name the rule limit-lowered:\n%s", jp)
+	}
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 }
 
