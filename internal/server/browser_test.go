@@ -135,7 +135,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"preempted for qs2_job_1 (" + q2 + ")", "share qs2 reclaims it for job qs2_job_1"} {
+	for _, want := range []string{"preempted reclaim for qs2_job_1 (" + q2 + ")", "share qs2 reclaims it for job qs2_job_1"} {
 		if !strings.Contains(timeline, want) {
 			t.Errorf("qs1_job_med's time line lacks %q:\n%s", want, timeline)
 		}
@@ -174,7 +174,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	timeline, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#timeline`)))
-	if err != nil || !strings.Contains(timeline, "In-share preemption triggered by higher-priority job qs1_job_low ("+low+") (priority 4 > 3) in share qs1") {
+	if err != nil || !strings.Contains(timeline, "preempted in-share for qs1_job_low") || !strings.Contains(timeline, "In-share preemption triggered by higher-priority job qs1_job_low ("+low+") (priority 4 > 3) in share qs1") {
 		t.Fatalf("qs1_job_high's time line (%v):\n%s", err, timeline)
 	}
 }
