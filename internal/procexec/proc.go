@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/quotashare/quotashare/internal/supervisor"
 )
@@ -58,29 +59,59 @@ func FindJobs(dir string) []int { return find("QUOTASHARE_EXIT_FILE="+dir, true)
 func findByEnv(entry string) []int { return find(entry, false) }
 
 func find(entry string, prefix bool) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	want := []byte(entry)
 	var pids []int
+	walk("environ", func(pid int, b []byte) {
+		for kv := range bytes.SplitSeq(b, []byte{0}) {
+			if bytes.Equal(kv, want) || prefix && bytes.HasPrefix(kv, want) {
+				if f, ok := stat(pid); ok && f[0] != "Z" && f[0] != "X" {
+					pids = append(pids, pid)
+				}
+				return
+			}
+		}
+	})
+	return pids
+}
+
+// walk calls fn with each process's /proc/PID/<file> it can read.
+func walk(file string, fn func(pid int, content []byte)) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		for _, kv := range bytes.Split(b, []byte{0}) {
-			if bytes.Equal(kv, want) || prefix && bytes.HasPrefix(kv, want) {
-				if f, ok := stat(pid); ok && f[0] != "Z" && f[0] != "X" {
-					pids = append(pids, pid)
-				}
-				break
-			}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/" + file); err == nil {
+			fn(pid, b)
 		}
 	}
-	return pids
+}
+
+// supervisorProc is a live supervisor found by its command line.
+type supervisorProc struct {
+	pid   int
+	start uint64
+}
+
+// supervisors returns the live supervisors of this protocol and later, by the exit file
+// their command line names (one per instance: <attempt folder>/<host>/exitcode). A
+// launch records no pids: Recover finds the supervisors this way.
+func supervisors() map[string]supervisorProc {
+	found := map[string]supervisorProc{}
+	walk("cmdline", func(pid int, b []byte) {
+		args := strings.Split(string(b), "\x00")
+		if len(args) < 4 || args[0] != supervisor.Arg0 {
+			return
+		}
+		if f, ok := stat(pid); ok && f[0] != "Z" && f[0] != "X" {
+			if t, err := strconv.ParseUint(f[19], 10, 64); err == nil {
+				found[args[2]] = supervisorProc{pid, t}
+			}
+		}
+	})
+	return found
 }

@@ -143,10 +143,15 @@ type run struct {
 
 // runState is what the attempt's folder records: enough to adopt it after a restart.
 type runState struct {
-	// Launching is set before the first process starts and cleared once every
-	// instance's pid is recorded.
+	// Launching is set, by versions before PIDsUnrecorded, before the first process
+	// starts, and cleared once every instance's pid is recorded.
 	Launching bool
-	Instances []instanceState
+	// PIDsUnrecorded says the state was written once, before the first process started,
+	// and records no pids: Recover finds each instance's supervisor by its command line,
+	// and an instance whose folder is missing as never started. (Recording the pids
+	// took a second file and rename per launch: a third of the server's CPU per start.)
+	PIDsUnrecorded bool `json:",omitempty"`
+	Instances      []instanceState
 }
 
 type instanceState struct {
@@ -313,7 +318,7 @@ func (x *Executor) launch(r *run) error {
 	if err := os.Mkdir(r.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return x.failLaunch(r, err)
 	}
-	r.state = runState{Launching: true}
+	r.state = runState{PIDsUnrecorded: true}
 	for i, t := range types {
 		is := instanceState{Host: hosts[i], Type: t, Supervisor: supervisor.Protocol}
 		if x.cgroups != "" {
@@ -329,8 +334,9 @@ func (x *Executor) launch(r *run) error {
 		r.state.Instances = append(r.state.Instances, is)
 	}
 	// On disk, and synced, before any process starts: a server that dies from here on
-	// finds the attempt at its next start, and whatever of it runs by its environment.
-	if err := x.save(r, true); err != nil {
+	// finds the attempt at its next start, its supervisors by their command lines, and
+	// whatever of it runs by its environment.
+	if err := x.save(r); err != nil {
 		return x.failLaunch(r, err)
 	}
 	r.instances = len(types)
@@ -353,13 +359,6 @@ func (x *Executor) launch(r *run) error {
 		is.PID = cmd.Process.Pid
 		is.StartTime, _ = startTime(is.PID)
 		x.watch(r, is, cmd)
-	}
-	// Not synced: the processes it names do not outlive the host either, and a state
-	// still Launching after a crash of the host has the job requeued.
-	r.state.Launching = false
-	if err := x.save(r, false); err != nil {
-		x.signal(r, syscall.SIGKILL)
-		return err
 	}
 	x.arm(r)
 	return nil
@@ -465,14 +464,15 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 	return out
 }
 
-// save writes the attempt's state by an atomic rename; sync also makes it durable.
-func (x *Executor) save(r *run, sync bool) error {
+// save writes the attempt's state, durably, once: in place, without a rename, since a
+// state cut short by a crash is one written before any process started (Recover reads
+// it as such).
+func (x *Executor) save(r *run) error {
 	b, err := json.Marshal(r.state)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(r.dir, "state.json.tmp")
-	f, err := os.Create(tmp)
+	f, err := os.Create(filepath.Join(r.dir, "state.json"))
 	if err != nil {
 		return err
 	}
@@ -480,16 +480,11 @@ func (x *Executor) save(r *run, sync bool) error {
 		f.Close()
 		return err
 	}
-	if sync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := f.Close(); err != nil {
+	if err := f.Sync(); err != nil {
+		f.Close()
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(r.dir, "state.json"))
+	return f.Close()
 }
 
 // arm starts the attempt's timeout. Call with x.mu held.
@@ -815,6 +810,7 @@ func instanceValue(attemptID, host string) string { return attemptID + "/" + hos
 // watched again; an attempt whose processes ended reports how; an attempt that never
 // started is started now (the server crashed between deciding and acting).
 func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
+	var running map[string]supervisorProc // found once, when a state needs it
 	for _, spec := range specs {
 		x.mu.Lock()
 		if x.runs[spec.AttemptID] != nil {
@@ -837,12 +833,33 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 			continue
 		}
 		r := &run{spec: spec, dir: dir}
-		if err == nil {
-			err = json.Unmarshal(b, &r.state)
-		}
 		if err != nil {
 			x.mu.Unlock()
 			return fmt.Errorf("attempt %s: %w", spec.AttemptID, err)
+		}
+		if err := json.Unmarshal(b, &r.state); err != nil {
+			// Cut short by a crash while it was written: before any process started.
+			if x.cfg.Logf != nil {
+				x.cfg.Logf("quotashare: attempt %s: its state file is cut short (%v): the server stopped while launching it", spec.AttemptID, err)
+			}
+			r.state = runState{Launching: true}
+		}
+		if r.state.PIDsUnrecorded {
+			if running == nil {
+				running = supervisors()
+			}
+			for i := range r.state.Instances {
+				is := &r.state.Instances[i]
+				idir := filepath.Join(dir, is.Host)
+				if p, ok := running[filepath.Join(idir, "exitcode")]; ok {
+					is.PID, is.StartTime = p.pid, p.start
+				} else if _, err := os.Stat(idir); err != nil {
+					// Its supervisor, which makes the folder first, never ran.
+					r.state.Launching = true
+				}
+				// Else its supervisor ran and has ended: watch finds its exit code,
+				// or ends what it left behind.
+			}
 		}
 		if r.state.Launching {
 			// The server died while launching: kill whatever of it started (a process

@@ -302,6 +302,34 @@ func TestRecover(t *testing.T) {
 	}
 }
 
+// TestRecoverDuringLaunch: a server that died while launching left the attempt's state
+// without a started supervisor (no instance folder), or cut short as it was written;
+// Recover reads both as never started, and has the job requeued (a capacity exit), not
+// failed and not run twice.
+func TestRecoverDuringLaunch(t *testing.T) {
+	dir := t.TempDir()
+	st, _ := json.Marshal(runState{PIDsUnrecorded: true, Instances: []instanceState{{Host: "algo-1", Type: "ml.g5.xlarge", Supervisor: supervisor.Protocol}}})
+	for id, state := range map[string][]byte{"unstarted": st, "cut": st[:len(st)/2]} {
+		if err := os.MkdirAll(filepath.Join(dir, id), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, id, "state.json"), state, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x, ch := newExec(t, dir, time.Second)
+	p := payload(t, "exit 0", nil)
+	if err := x.Recover([]quotashare.AttemptSpec{spec("unstarted", p), spec("cut", p)}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		rep := ch.next(t, quotashare.AttemptExited)
+		if !rep.Capacity || rep.Kind != quotashare.ExitCapacity || !strings.Contains(rep.Reason, "while launching") {
+			t.Errorf("attempt %s: %+v", rep.AttemptID, rep)
+		}
+	}
+}
+
 // TestReusedPID: a recorded pid now held by another process is not taken for ours.
 func TestReusedPID(t *testing.T) {
 	self := os.Getpid()
