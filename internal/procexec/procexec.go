@@ -96,6 +96,8 @@ type Executor struct {
 	containment string
 	// supervisor is the program every instance runs under.
 	supervisor string
+	// journal records each launch before its first process starts.
+	journal *journal
 }
 
 // Any binary that links this package is a supervisor when started under its name: the
@@ -178,10 +180,20 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.MaxLogBytes == 0 {
 		cfg.MaxLogBytes = DefaultMaxLogBytes
 	}
+	// Absolute: the supervisors start in it, and name their instances' folders by it.
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dir = dir
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	x := &Executor{cfg: cfg, runs: map[string]*run{}, gpus: map[string]string{}, done: make(chan struct{})}
+	j, err := openJournal(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("the launch journal: %w", err)
+	}
+	x := &Executor{cfg: cfg, runs: map[string]*run{}, gpus: map[string]string{}, done: make(chan struct{}), journal: j}
 	var which string
 	if cfg.Supervisor != "" {
 		x.supervisor, which = cfg.Supervisor, cfg.Supervisor
@@ -267,7 +279,7 @@ func (x *Executor) Start(spec quotashare.AttemptSpec) error {
 		return nil
 	}
 	dir := filepath.Join(x.cfg.Dir, spec.AttemptID)
-	if _, err := os.Stat(filepath.Join(dir, "state.json")); err == nil {
+	if _, err := x.state(spec.AttemptID); err == nil {
 		// Started before a restart that Recover did not see: adopt it.
 		x.mu.Unlock()
 		return x.Recover([]quotashare.AttemptSpec{spec})
@@ -315,9 +327,7 @@ func (x *Executor) launch(r *run) error {
 			return nil
 		}
 	}
-	if err := os.Mkdir(r.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return x.failLaunch(r, err)
-	}
+	// The attempt's folder is made by its supervisors, with their instances' folders.
 	r.state = runState{PIDsUnrecorded: true}
 	for i, t := range types {
 		is := instanceState{Host: hosts[i], Type: t, Supervisor: supervisor.Protocol}
@@ -336,7 +346,7 @@ func (x *Executor) launch(r *run) error {
 	// On disk, and synced, before any process starts: a server that dies from here on
 	// finds the attempt at its next start, its supervisors by their command lines, and
 	// whatever of it runs by its environment.
-	if err := x.save(r); err != nil {
+	if err := x.journal.record(r.spec.AttemptID, r.state); err != nil {
 		return x.failLaunch(r, err)
 	}
 	r.instances = len(types)
@@ -403,7 +413,7 @@ func (x *Executor) command(r *run, req *trainingjob.Request, is *instanceState, 
 		cg = "-"
 	}
 	cmd := &exec.Cmd{Path: x.supervisor, Args: append([]string{supervisor.Arg0, strconv.Itoa(supervisor.Protocol), filepath.Join(idir, "exitcode"), cg}, argv...)}
-	cmd.Dir = r.dir
+	cmd.Dir = x.cfg.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = env
 	return cmd, nil
@@ -464,27 +474,27 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 	return out
 }
 
-// save writes the attempt's state, durably, once: in place, without a rename, since a
-// state cut short by a crash is one written before any process started (Recover reads
-// it as such).
-func (x *Executor) save(r *run) error {
-	b, err := json.Marshal(r.state)
+// state returns an attempt's state: from the journal, or from the state file in its
+// folder that versions before the journal wrote.
+func (x *Executor) state(attemptID string) (runState, error) {
+	if st, ok := x.journal.states[attemptID]; ok {
+		return st, nil
+	}
+	return legacyState(x.cfg.Dir, attemptID)
+}
+
+// legacyState reads an attempt's state file, as versions before the journal wrote it.
+func legacyState(dir, attemptID string) (runState, error) {
+	var st runState
+	b, err := os.ReadFile(filepath.Join(dir, attemptID, "state.json"))
 	if err != nil {
-		return err
+		return st, err
 	}
-	f, err := os.Create(filepath.Join(r.dir, "state.json"))
-	if err != nil {
-		return err
+	if err := json.Unmarshal(b, &st); err != nil {
+		// Cut short by a crash while it was written: before any process started.
+		return runState{Launching: true}, nil
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return st, nil
 }
 
 // arm starts the attempt's timeout. Call with x.mu held.
@@ -818,7 +828,7 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 			continue
 		}
 		dir := filepath.Join(x.cfg.Dir, spec.AttemptID)
-		b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+		st, err := x.state(spec.AttemptID)
 		if errors.Is(err, os.ErrNotExist) {
 			x.mu.Unlock()
 			if spec.Stopping {
@@ -832,18 +842,11 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 			}
 			continue
 		}
-		r := &run{spec: spec, dir: dir}
 		if err != nil {
 			x.mu.Unlock()
 			return fmt.Errorf("attempt %s: %w", spec.AttemptID, err)
 		}
-		if err := json.Unmarshal(b, &r.state); err != nil {
-			// Cut short by a crash while it was written: before any process started.
-			if x.cfg.Logf != nil {
-				x.cfg.Logf("quotashare: attempt %s: its state file is cut short (%v): the server stopped while launching it", spec.AttemptID, err)
-			}
-			r.state = runState{Launching: true}
-		}
+		r := &run{spec: spec, dir: dir, state: st}
 		if r.state.PIDsUnrecorded {
 			if running == nil {
 				running = supervisors()
@@ -918,6 +921,7 @@ func (x *Executor) Close() error {
 			r.timer.Stop()
 		}
 	}
+	x.journal.close()
 	x.mu.Unlock()
 	return nil
 }
@@ -933,45 +937,62 @@ func (x *Executor) OpenLog(_ context.Context, attemptID, host, stream string) (i
 
 // Forget removes the attempts' folders: their output and run state.
 func (x *Executor) Forget(attemptIDs []string) error {
+	x.mu.Lock()
 	for _, id := range attemptIDs {
-		removeCgroups(x.cfg.Dir, id)
+		x.removeCgroups(id)
 	}
-	return attemptdir.Remove(x.cfg.Dir, attemptIDs)
+	err := x.journal.forget(attemptIDs...)
+	x.mu.Unlock()
+	return errors.Join(err, attemptdir.Remove(x.cfg.Dir, attemptIDs))
 }
 
 // Prune removes the folders of attempts whose job is gone.
 func (x *Executor) Prune(keep func(attemptID string) bool) (int, error) {
-	return attemptdir.Prune(x.cfg.Dir, func(id string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var gone []string
+	for id := range x.journal.states {
+		if !keep(id) {
+			x.removeCgroups(id)
+			gone = append(gone, id)
+		}
+	}
+	n, err := attemptdir.Prune(x.cfg.Dir, func(id string) bool {
 		if keep(id) {
 			return true
 		}
-		removeCgroups(x.cfg.Dir, id)
+		x.removeCgroups(id)
 		return false
 	})
+	return n, errors.Join(err, x.journal.forget(gone...))
 }
 
 // RemoveCgroups removes the empty cgroups of the attempts under an executor's folder
 // (the local executor's is DATA/attempts): a test that kills a server's jobs, and then
 // removes their folder, calls it in between.
 func RemoveCgroups(dir string) {
+	states, _, _ := readJournal(dir)
+	for _, st := range states {
+		removeCgroupsOf(st)
+	}
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		removeCgroups(dir, e.Name())
+		if st, err := legacyState(dir, e.Name()); err == nil {
+			removeCgroupsOf(st)
+		}
 	}
 }
 
 // removeCgroups removes the cgroups of an attempt's instances that are still there (their
 // supervisor was killed while no server watched it), as its folder under dir records
 // them. A cgroup that still holds a process stays.
-func removeCgroups(dir, attemptID string) {
-	b, err := os.ReadFile(filepath.Join(dir, attemptID, "state.json"))
-	if err != nil {
-		return
+func (x *Executor) removeCgroups(attemptID string) {
+	if st, err := x.state(attemptID); err == nil {
+		removeCgroupsOf(st)
 	}
-	var st runState
-	if json.Unmarshal(b, &st) != nil {
-		return
-	}
+}
+
+func removeCgroupsOf(st runState) {
 	for _, is := range st.Instances {
 		if is.Cgroup != "" {
 			os.Remove(is.Cgroup)

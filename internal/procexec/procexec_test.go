@@ -3,9 +3,11 @@ package procexec
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -302,30 +304,89 @@ func TestRecover(t *testing.T) {
 	}
 }
 
-// TestRecoverDuringLaunch: a server that died while launching left the attempt's state
-// without a started supervisor (no instance folder), or cut short as it was written;
-// Recover reads both as never started, and has the job requeued (a capacity exit), not
-// failed and not run twice.
+// TestRecoverDuringLaunch: a server that died while launching left the attempt in the
+// journal without a started supervisor (no instance folder), or its journal line cut
+// short as it was written, or (a version before the journal) its state file cut short.
+// Recover has the first and the last requeued (a capacity exit), not failed and not run
+// twice; the cut line's attempt never started anything, and starts now.
 func TestRecoverDuringLaunch(t *testing.T) {
 	dir := t.TempDir()
-	st, _ := json.Marshal(runState{PIDsUnrecorded: true, Instances: []instanceState{{Host: "algo-1", Type: "ml.g5.xlarge", Supervisor: supervisor.Protocol}}})
-	for id, state := range map[string][]byte{"unstarted": st, "cut": st[:len(st)/2]} {
-		if err := os.MkdirAll(filepath.Join(dir, id), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, id, "state.json"), state, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	st := runState{PIDsUnrecorded: true, Instances: []instanceState{{Host: "algo-1", Type: "ml.g5.xlarge", Supervisor: supervisor.Protocol}}}
+	line := func(id string) []byte {
+		b, _ := json.Marshal(journalRecord{id, st})
+		return append(b, '\n')
+	}
+	cut := line("cut")
+	if err := os.WriteFile(filepath.Join(dir, journalName), slices.Concat(line("unstarted"), cut[:len(cut)/2]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	legacy, _ := json.Marshal(st)
+	if err := os.MkdirAll(filepath.Join(dir, "legacy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "legacy", "state.json"), legacy[:len(legacy)/2], 0o644); err != nil {
+		t.Fatal(err)
 	}
 	x, ch := newExec(t, dir, time.Second)
 	p := payload(t, "exit 0", nil)
-	if err := x.Recover([]quotashare.AttemptSpec{spec("unstarted", p), spec("cut", p)}); err != nil {
+	if err := x.Recover([]quotashare.AttemptSpec{spec("unstarted", p), spec("cut", p), spec("legacy", p)}); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
+	got := map[string]quotashare.Report{}
+	for len(got) < 3 {
 		rep := ch.next(t, quotashare.AttemptExited)
-		if !rep.Capacity || rep.Kind != quotashare.ExitCapacity || !strings.Contains(rep.Reason, "while launching") {
-			t.Errorf("attempt %s: %+v", rep.AttemptID, rep)
+		got[rep.AttemptID] = rep
+	}
+	for _, id := range []string{"unstarted", "legacy"} {
+		if rep := got[id]; !rep.Capacity || rep.Kind != quotashare.ExitCapacity || !strings.Contains(rep.Reason, "while launching") {
+			t.Errorf("attempt %s: %+v", id, rep)
+		}
+	}
+	if rep := got["cut"]; !rep.Success {
+		t.Errorf("the attempt whose journal line was cut short is started at recovery: %+v", rep)
+	}
+	// Its launch now is a line of its own, not joined to the one cut short.
+	if states, _, _ := readJournal(dir); len(states["cut"].Instances) != 1 {
+		t.Errorf("the journal after recovery: %+v", states)
+	}
+}
+
+// TestJournalRewrite: forgetting most of the journal's attempts rewrites it without them;
+// what it still holds reads back, and appends go on to the new file.
+func TestJournalRewrite(t *testing.T) {
+	dir := t.TempDir()
+	j, err := openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	st := runState{PIDsUnrecorded: true, Instances: []instanceState{{Host: "algo-1", Type: "ml.g5.xlarge", Cgroup: "/sys/fs/cgroup/x"}}}
+	var ids []string
+	for i := range 1500 {
+		ids = append(ids, fmt.Sprintf("a%d", i))
+		if err := j.record(ids[i], st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.forget(ids[:100]...); err != nil { // 1,500 lines for 1,400: kept as it is
+		t.Fatal(err)
+	}
+	if _, lines, _ := readJournal(dir); lines != 1500 {
+		t.Fatalf("after forgetting 100 of 1,500: %d lines, want 1500 (no rewrite yet)", lines)
+	}
+	if err := j.forget(ids[100:1400]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.record("late", st); err != nil {
+		t.Fatal(err)
+	}
+	states, lines, err := readJournal(dir)
+	if err != nil || lines != 101 || len(states) != 101 {
+		t.Fatalf("after the rewrite: %d lines, %d states (%v), want 101", lines, len(states), err)
+	}
+	for _, id := range append(ids[1400:], "late") {
+		if !reflect.DeepEqual(states[id], st) {
+			t.Errorf("%s: %+v", id, states[id])
 		}
 	}
 }

@@ -23,7 +23,8 @@ import (
 //
 //	PROTOCOL EXITFILE CGROUP|- PROGRAM ARG...
 //
-// The folder of EXITFILE is the instance's: the supervisor makes it, with work/, model/
+// The folder of EXITFILE is the instance's: the supervisor makes it (and its parent, the
+// attempt's folder, when missing), with work/, model/
 // and output/data/ in it, opens its stdout.log and stderr.log (appending, so that the
 // executor's cap can cut them while the job writes) for the program's output and its own
 // messages, and runs the program in work/. When it cannot, it exits with SetupFailed and
@@ -59,8 +60,9 @@ func Main(args []string) int {
 const Arg0 = "quotashare-supervisor"
 
 // Protocol is the version of Main's arguments and signals; the executor records it with
-// each instance (0, absent, is the sh supervisor of earlier versions).
-const Protocol = 1
+// each instance (0, absent, is the sh supervisor of earlier versions). Version 2 makes
+// the attempt's folder when it is missing.
+const Protocol = 2
 
 // KillSignal is what the executor sends a supervisor to have its job killed: a SIGKILL
 // would end the supervisor itself and leave the job's processes to init.
@@ -91,7 +93,18 @@ func supervise(exitFile, cgroup string, argv []string) int {
 	idir := filepath.Dir(exitFile)
 	work := filepath.Join(idir, "work")
 	var logs [2]*os.File
-	for _, d := range []string{idir, work, filepath.Join(idir, "model"), filepath.Join(idir, "output"), filepath.Join(idir, "output", "data")} {
+	// The attempt's folder too, for its first instance (protocol 2: the executor no
+	// longer makes it).
+	err := os.Mkdir(idir, 0o755)
+	if errors.Is(err, os.ErrNotExist) {
+		os.Mkdir(filepath.Dir(idir), 0o755)
+		err = os.Mkdir(idir, 0o755)
+	}
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		s.say("%v", err)
+		return SetupFailed
+	}
+	for _, d := range []string{work, filepath.Join(idir, "model"), filepath.Join(idir, "output"), filepath.Join(idir, "output", "data")} {
 		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			s.say("%v", err)
 			return SetupFailed
@@ -113,7 +126,7 @@ func supervise(exitFile, cgroup string, argv []string) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, KillSignal, syscall.SIGCHLD)
 
 	attr := &syscall.ProcAttr{Dir: work, Env: os.Environ(), Files: []uintptr{0, logs[0].Fd(), logs[1].Fd()}}
-	var err error
+
 	if cgroup != "-" {
 		// Made here rather than by the server, whose loop launches every attempt; one
 		// left by a supervisor that was killed is used again.
