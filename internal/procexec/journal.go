@@ -73,21 +73,33 @@ func openJournal(dir string) (*journal, error) {
 		return nil, err
 	}
 	// A line cut short is ended here, or the next record would join it, unreadable.
-	if fi, err := j.f.Stat(); err == nil && fi.Size() > 0 {
-		last := make([]byte, 1)
-		if r, err := os.Open(j.path); err == nil {
-			_, err = r.ReadAt(last, fi.Size()-1)
-			r.Close()
-			if err == nil && last[0] != '\n' {
-				_, err = j.f.Write([]byte{'\n'})
-			}
-		}
-		if err != nil {
-			j.f.Close()
-			return nil, err
-		}
+	if err := j.endLastLine(); err != nil {
+		j.f.Close()
+		return nil, err
 	}
 	return j, nil
+}
+
+// endLastLine appends a newline when the journal's last line has none.
+func (j *journal) endLastLine() error {
+	fi, err := j.f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return err
+	}
+	r, err := os.Open(j.path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	last := make([]byte, 1)
+	if _, err := r.ReadAt(last, fi.Size()-1); err != nil {
+		return err
+	}
+	if last[0] == '\n' {
+		return nil
+	}
+	_, err = j.f.Write([]byte{'\n'})
+	return err
 }
 
 // record appends an attempt's state and syncs it.
@@ -133,7 +145,8 @@ func (j *journal) forget(ids ...string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(buf.Bytes()); err == nil {
+	_, err = f.Write(buf.Bytes())
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
