@@ -58,3 +58,11 @@ type Store interface {
 	// Close releases the lease, if held, and closes the store.
 	Close() error
 }
+
+// LeaseWatcher is a Store whose lease can end without a failed commit: a lease with a
+// time to live, shared with other replicas. Lost is closed once the lease this handle
+// holds is known lost (taken by another replica, or expired before its renewal got
+// through); it is nil while no lease is held. The server stops acting when it closes.
+type LeaseWatcher interface {
+	Lost() <-chan struct{}
+}

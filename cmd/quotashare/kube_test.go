@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotashare/quotashare/internal/kubeexec"
 	"github.com/quotashare/quotashare/internal/kubeexec/kubetest"
+	"github.com/quotashare/quotashare/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {
@@ -22,7 +23,10 @@ func TestMain(m *testing.M) {
 		serveCanned(answer) // the test binary re-run as BenchmarkDescribeCannedProcess's server
 		return
 	}
-	kubetest.Main(m)
+	code := m.Run()
+	kubetest.StopShared()
+	pgtest.Stop()
+	os.Exit(code)
 }
 
 // TestServeKubernetes runs `quotashare serve --executor kubernetes` with a kubeconfig, a

@@ -65,6 +65,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	initData := fs.Bool("init", false, "start on a data folder whose database is missing or empty although its attempts/ shows prior use (it would otherwise be refused)")
 	insecure := fs.Bool("insecure-no-auth", false, "allow an --addr beyond loopback without --credentials (anyone who reaches it can run commands here)")
 	containment := fs.String("containment", procexec.ContainAuto, "local executor: how each instance's processes are held so that none outlives it: auto (a cgroup v2 per instance where the host allows it, else a subreaper supervisor walking its descendants), cgroup (required), or subreaper")
+	store := fs.String("store", "", "postgres://USER@HOST:PORT/DB: keep the state in that PostgreSQL database instead of --data's SQLite file; replicas on one database elect a leader through it, and the others stand by until its lease expires")
+	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "with --store: how long the leader's lease lasts unrenewed (it renews every third of it); a standby takes over at most this long after the leader stops")
+	advertise := fs.String("advertise-addr", "", "the address other replicas and refused servers are told this server answers on (default: --addr's)")
 	executor := fs.String("executor", "local", "where attempts run: local (processes on this host) or kubernetes (Pods)")
 	kubeconfig := fs.String("kubeconfig", "", "kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster configuration of a Pod)")
 	namespace := fs.String("namespace", "", "kubernetes: namespace of the Pods (default: the options file's, else default)")
@@ -84,9 +87,19 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if *retain == 0 {
 		*retain = -1 // for ever
 	}
+	if *store != "" && !strings.HasPrefix(*store, "postgres://") && !strings.HasPrefix(*store, "postgresql://") {
+		return fmt.Errorf("--store: %q must be a postgres:// URL (without --store the state is in --data's SQLite file)", *store)
+	}
+	if *leaseTTL < time.Second {
+		return fmt.Errorf("--lease-ttl: %s must be at least 1s", *leaseTTL)
+	}
 	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace, Credentials: *creds, RetainFinished: *retain,
 		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData, UnstagedChannels: *unstaged == "allow", Containment: *containment}
 	cfg.NoMetrics = *noMetrics
+	cfg.StoreURL, cfg.LeaseTTL, cfg.AdvertiseAddr = *store, *leaseTTL, *advertise
+	cfg.Standby = func(held error) { // on stderr, --quiet or not: the server is not serving yet
+		fmt.Fprintf(stderr, "quotashare: standing by until the lease is free: %v\n", held)
+	}
 	cfg.GPUs = splitList(*gpus)
 	if *gpus == "" {
 		cfg.GPUs = detectGPUs()

@@ -44,6 +44,11 @@ type Config struct {
 	// LoadProgress, if set, hears how many records a load of the store (Open, or a reload
 	// after a failed commit) has read so far, every few hundred.
 	LoadProgress func(records int)
+	// LeaseWait, if positive, makes Open wait for a lease another server holds, trying
+	// again at this interval, instead of failing: a standby replica on a shared store.
+	LeaseWait time.Duration
+	// Standby, if set, hears why Open waits (the holder, named): else Control.Logf does.
+	Standby func(held error)
 	// Observe, if set, hears how long each loop step (reports, time limits, passes) and
 	// each commit took, and how many records the commit wrote: for metrics.
 	Observe Observer
@@ -133,6 +138,18 @@ func Open(cfg Config) (*Engine, error) {
 		actq: make(chan []func(quotashare.Executor), 256), actDone: make(chan struct{}),
 	}
 	lease, err := cfg.Store.Acquire(context.Background(), cfg.Holder)
+	for said := false; err != nil && errors.Is(err, quotashare.ErrLeaseHeld) && cfg.LeaseWait > 0; {
+		if !said {
+			if cfg.Standby != nil {
+				cfg.Standby(err)
+			} else {
+				cfg.Control.Logf("quotashare: standing by until the lease is free: %v", err)
+			}
+			said = true
+		}
+		time.Sleep(cfg.LeaseWait)
+		lease, err = cfg.Store.Acquire(context.Background(), cfg.Holder)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +199,15 @@ func (e *Engine) Run(x quotashare.Executor) error {
 	e.mu.Unlock()
 	go e.actLoop()
 	go e.commitLoop()
+	if w, ok := e.cfg.Store.(quotashare.LeaseWatcher); ok && w.Lost() != nil {
+		go func() {
+			select {
+			case <-w.Lost():
+				e.depose(fmt.Errorf("the lease of term %d ended: %w", e.lease.Term, quotashare.ErrLeaseLost))
+			case <-e.stop:
+			}
+		}()
+	}
 	e.poke()
 	if f, ok := x.(quotashare.Forgetter); ok {
 		// In the background (the folder may hold millions): what a crash kept from an
@@ -241,10 +267,36 @@ func (e *Engine) recoverAttempts() error {
 func (e *Engine) actLoop() {
 	defer close(e.actDone)
 	for batch := range e.actq {
+		e.mu.Lock()
+		deposed := e.deposed
+		e.mu.Unlock()
+		if deposed { // another server acts now: this one calls the executor no more
+			continue
+		}
 		for _, a := range batch {
 			a(e.exec)
 		}
 	}
+}
+
+// depose stops the engine once its lease is known lost without a commit having failed:
+// requests are refused naming the cause, and the executor is called no more.
+func (e *Engine) depose(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.deposed {
+		return
+	}
+	e.broken, e.commitErr, e.deposed = err, err, true
+	e.st.TakeActions()
+	e.extra = nil
+	e.cfg.Control.Logf("quotashare: stopping: %v", err)
+	reply := quotashare.Errorf(quotashare.Internal, "the change was not stored: this server lost its lease on the store to another server (%v)", err)
+	for _, w := range e.waiters {
+		w <- reply
+	}
+	e.waiters = nil
+	e.poke()
 }
 
 // Settle returns once a cycle has run wholly after the call (reports applied, passes

@@ -212,6 +212,45 @@ func TestLeaseLostStops(t *testing.T) {
 	})
 }
 
+// TestLeaseLostWatched: a store whose lease can end on its own (a time to live on a
+// shared database) says so, and the engine stops at once, before any commit of its
+// fails: requests are refused naming the cause, and an executor report that would start
+// the next job starts nothing.
+func TestLeaseLostWatched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := storetest.NewMemory()
+		x := &recorder{}
+		e := openMemory(t, m, x)
+		setupQueue(t, e, 1)
+		first := mustOK[quotashare.Job](t)(submit(e, "first"))
+		mustOK[quotashare.Job](t)(submit(e, "second"))
+		synctest.Wait()
+		starts, _ := x.calls()
+		if len(starts) != 1 || starts[0].JobID != first.ID {
+			t.Fatalf("starts: %v, want only the first job's", starts)
+		}
+		before := m.Commits()
+
+		m.Steal(quotashare.LeaseHolder{ID: "other", PID: 2, Addr: "127.0.0.1:2"})
+		synctest.Wait()
+		if err := e.Health(); err == nil || !strings.Contains(err.Error(), "lost its lease") {
+			t.Fatalf("Health once the lease is lost: %v", err)
+		}
+		e.Report(quotashare.Report{JobID: first.ID, AttemptID: starts[0].AttemptID, State: quotashare.AttemptExited, Success: true})
+		time.Sleep(3 * time.Second) // three ticks of the fake clock
+		synctest.Wait()
+		if starts, _ := x.calls(); len(starts) != 1 {
+			t.Fatalf("a deposed engine started %v", starts[1:])
+		}
+		if got := m.Commits(); got != before {
+			t.Fatalf("commits after the lease was lost: %d, want %d", got, before)
+		}
+		if _, err := submit(e, "third"); err == nil || !strings.Contains(err.Error(), "lost its lease") {
+			t.Fatalf("submit after the lease was lost: %v", err)
+		}
+	})
+}
+
 // TestSecondEngineRefused: a second engine on a store whose lease is held is refused,
 // and the refusal names the holder.
 func TestSecondEngineRefused(t *testing.T) {

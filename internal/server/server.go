@@ -28,6 +28,7 @@ import (
 	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/dashboard"
 	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/pgstore"
 	"github.com/quotashare/quotashare/internal/procexec"
 	"github.com/quotashare/quotashare/internal/sched"
 	"github.com/quotashare/quotashare/internal/sqlite"
@@ -76,6 +77,18 @@ type Config struct {
 	Limits Limits
 	// Store replaces the SQLite database in Data (tests; other stores).
 	Store quotashare.Store
+	// StoreURL, a postgres:// URL, keeps the state in that PostgreSQL database instead
+	// of Data's SQLite file: several replicas may share it, one of them (the lease's
+	// holder) acting, the others standing by until its lease expires.
+	StoreURL string
+	// LeaseTTL is the PostgreSQL lease's time to live (default pgstore.DefaultTTL).
+	LeaseTTL time.Duration
+	// Standby, if set, hears why the server waits for the PostgreSQL lease before it
+	// serves (its holder, named); else Logf does.
+	Standby func(held error)
+	// AdvertiseAddr is the address other replicas and a refused server are told this
+	// one serves the API on (default: the address it listens on).
+	AdvertiseAddr string
 	// Init lets the server start on a data folder that shows prior use (attempts/) but
 	// whose database is missing or empty; without it such a folder is refused, since a
 	// lost database would otherwise start empty without a word.
@@ -198,7 +211,17 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	var store quotashare.Store = cfg.Store
-	if store == nil {
+	var leaseWait time.Duration
+	switch {
+	case store != nil:
+	case cfg.StoreURL != "":
+		ttl := cfg.LeaseTTL
+		if ttl <= 0 {
+			ttl = pgstore.DefaultTTL
+		}
+		store, err = pgstore.Open(context.Background(), cfg.StoreURL, pgstore.Options{TTL: ttl})
+		leaseWait = ttl / 3
+	default:
 		if err := priorUse(cfg.Data, cfg.Init); err != nil {
 			return fail(err)
 		}
@@ -209,6 +232,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.store = store
 	holder := quotashare.LeaseHolder{ID: newHolderID(), PID: os.Getpid(), Addr: ln.Addr().String()}
+	if cfg.AdvertiseAddr != "" {
+		holder.Addr = cfg.AdvertiseAddr
+	}
 	var engine *dispatch.Engine
 	mets := newMetrics(func() *dispatch.Engine { return engine })
 	mets.logRequest, mets.off = cfg.LogRequest, cfg.NoMetrics
@@ -217,7 +243,7 @@ func Start(cfg Config) (*Server, error) {
 		observe = nil
 	}
 	stopLog := logLoading(cfg.Logf, &loaded, began)
-	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Observe: observe, LoadProgress: func(n int) { loaded.Store(int64(n)) },
+	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Observe: observe, LeaseWait: leaseWait, Standby: cfg.Standby, LoadProgress: func(n int) { loaded.Store(int64(n)) },
 		Control: control.Config{Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf, Decide: cfg.Decide,
 			RetainFinished: retention(cfg.RetainFinished), InstanceType: knownTypes(cfg),
 			GPUsPerInstance: func(t string) int { return trainingjob.GPUsPer(cfg.GPUTable, t) }}})

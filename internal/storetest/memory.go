@@ -57,6 +57,9 @@ func (m *Memory) Steal(by quotashare.LeaseHolder) quotashare.Lease {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.term++
+	if m.holder != nil && m.holder.lost != nil {
+		close(m.holder.lost)
+	}
 	m.holder, m.who = nil, by
 	return quotashare.Lease{Term: m.term, Holder: by}
 }
@@ -65,6 +68,16 @@ func (m *Memory) Steal(by quotashare.LeaseHolder) quotashare.Lease {
 type MemStore struct {
 	m      *Memory
 	closed bool
+	lost   chan struct{} // while this handle holds the lease: closed when it is stolen
+}
+
+var _ quotashare.LeaseWatcher = (*MemStore)(nil)
+
+// Lost is closed once Steal takes the lease this handle holds.
+func (s *MemStore) Lost() <-chan struct{} {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	return s.lost
 }
 
 var _ quotashare.Store = (*MemStore)(nil)
@@ -87,6 +100,7 @@ func (s *MemStore) Acquire(ctx context.Context, holder quotashare.LeaseHolder) (
 	}
 	m.term++
 	m.holder, m.who = s, holder
+	s.lost = make(chan struct{})
 	return quotashare.Lease{Term: m.term, Holder: holder}, nil
 }
 
