@@ -138,7 +138,7 @@ func Open(cfg Config) (*Engine, error) {
 		actq: make(chan []func(quotashare.Executor), 256), actDone: make(chan struct{}),
 	}
 	lease, err := cfg.Store.Acquire(context.Background(), cfg.Holder)
-	for said := false; err != nil && errors.Is(err, quotashare.ErrLeaseHeld) && cfg.LeaseWait > 0; {
+	for said := false; errors.Is(err, quotashare.ErrLeaseHeld) && cfg.LeaseWait > 0; {
 		if !said {
 			if cfg.Standby != nil {
 				cfg.Standby(err)
@@ -203,7 +203,7 @@ func (e *Engine) Run(x quotashare.Executor) error {
 		go func() {
 			select {
 			case <-w.Lost():
-				e.depose(fmt.Errorf("the lease of term %d ended: %w", e.lease.Term, quotashare.ErrLeaseLost))
+				e.depose(fmt.Errorf("the lease of term %d ended: %w", e.lease.Term, quotashare.ErrLeaseLost), nil)
 			case <-e.stop:
 			}
 		}()
@@ -279,24 +279,28 @@ func (e *Engine) actLoop() {
 	}
 }
 
-// depose stops the engine once its lease is known lost without a commit having failed:
-// requests are refused naming the cause, and the executor is called no more.
-func (e *Engine) depose(err error) {
+// depose stops the engine once its lease is lost, whether a commit failed for it (the
+// batch's waiters are given) or the store said so first: requests are refused naming
+// the cause, and the executor is called no more.
+func (e *Engine) depose(err error, waiters []chan error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.deposed {
-		return
+	first := !e.deposed
+	if first {
+		e.broken, e.commitErr, e.deposed = err, err, true
 	}
-	e.broken, e.commitErr, e.deposed = err, err, true
+	waiters = append(waiters, e.waiters...) // came in while the batch was being written
+	e.waiters = nil
 	e.st.TakeActions()
 	e.extra = nil
-	e.cfg.Control.Logf("quotashare: stopping: %v", err)
+	e.mu.Unlock()
+	if first {
+		e.cfg.Control.Logf("quotashare: stopping: %v", err)
+	}
 	reply := quotashare.Errorf(quotashare.Internal, "the change was not stored: this server lost its lease on the store to another server (%v)", err)
-	for _, w := range e.waiters {
+	for _, w := range waiters {
 		w <- reply
 	}
-	e.waiters = nil
-	e.poke()
+	e.poke() // the loop sees it and ends
 }
 
 // Settle returns once a cycle has run wholly after the call (reports applied, passes
@@ -530,8 +534,7 @@ func (e *Engine) cycle(tick bool) bool {
 			e.cfg.Observe.Commit(time.Since(began), len(batch), err)
 		}
 		if err != nil {
-			e.failed(err, waiters)
-			return !e.deposed
+			return e.failed(err, waiters)
 		}
 		e.mu.Lock()
 		e.commitErr = nil
@@ -601,29 +604,26 @@ func (e *Engine) parse(spec *quotashare.AttemptSpec) {
 // requests are refused, the executor calls dropped, and the state is reloaded from the
 // store before anything else is done. A lost lease instead stops the engine: another
 // server now writes the store.
-func (e *Engine) failed(err error, waiters []chan error) {
+func (e *Engine) failed(err error, waiters []chan error) (goOn bool) {
 	e.mu.Lock()
+	if e.deposed || errors.Is(err, quotashare.ErrLeaseLost) {
+		e.mu.Unlock()
+		e.depose(err, waiters)
+		return false
+	}
 	e.broken, e.commitErr = err, err
-	e.deposed = errors.Is(err, quotashare.ErrLeaseLost)
 	waiters = append(waiters, e.waiters...) // came in while the batch was being written
 	e.waiters = nil
 	e.st.TakeActions()
 	e.extra = nil
 	e.mu.Unlock()
-	var reply error
-	if e.deposed {
-		e.cfg.Control.Logf("quotashare: stopping: %v", err)
-		reply = quotashare.Errorf(quotashare.Internal, "the change was not stored: this server lost its lease on the store to another server (%v)", err)
-	} else {
-		e.cfg.Control.Logf("quotashare: store commit failed, reloading the state from the store: %v", err)
-		reply = quotashare.Errorf(quotashare.Internal, "the change could not be stored, and nothing of it was done: %v", err)
-	}
-	if !e.deposed {
-		e.reload() // before the answers: a refused change is gone when its caller hears
-	}
+	e.cfg.Control.Logf("quotashare: store commit failed, reloading the state from the store: %v", err)
+	reply := quotashare.Errorf(quotashare.Internal, "the change could not be stored, and nothing of it was done: %v", err)
+	e.reload() // before the answers: a refused change is gone when its caller hears
 	for _, w := range waiters {
 		w <- reply
 	}
+	return true
 }
 
 // reload replaces the state in memory with the store's, after a failed commit, and has

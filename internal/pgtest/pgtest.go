@@ -140,12 +140,14 @@ func start() (*Server, error) {
 	}
 	port, err := freePort()
 	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	s := &Server{Host: "127.0.0.1", Port: port, dir: dir, own: true,
 		URL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)}
 	logf, err := os.Create(filepath.Join(dir, "log"))
 	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	// The postmaster is told to die with this process (Pdeathsig is the starting
