@@ -3,6 +3,7 @@ package quotashare
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Record is one stored object: a resource or a job, as the server serialises it. A nil
@@ -32,9 +33,23 @@ type Lease struct {
 // server holds the lease.
 var ErrLeaseHeld = errors.New("the store is in use by another quotashare server")
 
+// LeaseHeldError is ErrLeaseHeld with the holder as data: a standby replica forwards
+// requests to the address it names.
+type LeaseHeldError struct {
+	Store  string // which store, for the message ("PostgreSQL store", "data folder /x")
+	Holder LeaseHolder
+}
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("%s in use by %s (pid %d, serving %s): %v", e.Store, e.Holder.ID, e.Holder.PID, e.Holder.Addr, ErrLeaseHeld)
+}
+
+// Is makes errors.Is(err, ErrLeaseHeld) hold.
+func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
+
 // ErrLeaseLost is returned (wrapped) by Store.Commit under a lease that is no longer the
 // store's current one: another server has taken over, and this one must stop acting.
-var ErrLeaseLost = errors.New("this server's lease on the store was lost to another server")
+var ErrLeaseLost = errors.New("this server's lease on the store was lost: another server may hold it now")
 
 // Store keeps the server's objects durably, and decides which one server may write them.
 // Every implementation passes internal/storetest's conformance suite.
@@ -65,4 +80,6 @@ type Store interface {
 // through); it is nil while no lease is held. The server stops acting when it closes.
 type LeaseWatcher interface {
 	Lost() <-chan struct{}
+	// LostCause says why Lost was closed (nil before).
+	LostCause() error
 }

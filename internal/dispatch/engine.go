@@ -47,8 +47,11 @@ type Config struct {
 	// LeaseWait, if positive, makes Open wait for a lease another server holds, trying
 	// again at this interval, instead of failing: a standby replica on a shared store.
 	LeaseWait time.Duration
-	// Standby, if set, hears why Open waits (the holder, named): else Control.Logf does.
+	// Standby, if set, hears why Open waits (the holder, named) each time it finds the
+	// lease held: else Control.Logf hears it once.
 	Standby func(held error)
+	// Acquired, if set, hears that Open holds the lease and begins to load the store.
+	Acquired func()
 	// Observe, if set, hears how long each loop step (reports, time limits, passes) and
 	// each commit took, and how many records the commit wrote: for metrics.
 	Observe Observer
@@ -97,7 +100,8 @@ type Engine struct {
 	// reports even once the state is reloaded.
 	commitErr error
 	lease     quotashare.Lease
-	running   bool // Run started the loops
+	running   bool          // Run started the loops
+	gone      chan struct{} // closed when the engine is deposed
 	// releaseOnce gives the lease up once, at Close.
 	releaseOnce sync.Once
 
@@ -121,7 +125,10 @@ const sweepQuiet = 100 * time.Millisecond
 
 // Open takes the store's lease, loads the state from the store, and rewrites it in the
 // current stored format if it is older. The engine does nothing until Run.
-func Open(cfg Config) (*Engine, error) {
+func Open(cfg Config) (*Engine, error) { return OpenContext(context.Background(), cfg) }
+
+// OpenContext is Open whose wait for the lease (Config.LeaseWait) ends when ctx does.
+func OpenContext(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -135,25 +142,33 @@ func Open(cfg Config) (*Engine, error) {
 		cfg.Control.Logf = log.Printf
 	}
 	e := &Engine{cfg: cfg, kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
-		actq: make(chan []func(quotashare.Executor), 256), actDone: make(chan struct{}),
+		actq: make(chan []func(quotashare.Executor), 256), actDone: make(chan struct{}), gone: make(chan struct{}),
 	}
-	lease, err := cfg.Store.Acquire(context.Background(), cfg.Holder)
+	lease, err := cfg.Store.Acquire(ctx, cfg.Holder)
 	for said := false; errors.Is(err, quotashare.ErrLeaseHeld) && cfg.LeaseWait > 0; {
-		if !said {
-			if cfg.Standby != nil {
-				cfg.Standby(err)
-			} else {
-				cfg.Control.Logf("quotashare: standing by until the lease is free: %v", err)
-			}
-			said = true
+		switch {
+		case cfg.Standby != nil:
+			cfg.Standby(err)
+		case !said:
+			cfg.Control.Logf("quotashare: standing by until the lease is free: %v", err)
 		}
-		time.Sleep(cfg.LeaseWait)
-		lease, err = cfg.Store.Acquire(context.Background(), cfg.Holder)
+		said = true
+		t := time.NewTimer(cfg.LeaseWait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("standing by: %w", ctx.Err())
+		case <-t.C:
+		}
+		lease, err = cfg.Store.Acquire(ctx, cfg.Holder)
 	}
 	if err != nil {
 		return nil, err
 	}
 	e.lease = lease
+	if cfg.Acquired != nil {
+		cfg.Acquired()
+	}
 	st, err := e.load()
 	if err != nil {
 		cfg.Store.Release(context.Background(), lease)
@@ -203,7 +218,7 @@ func (e *Engine) Run(x quotashare.Executor) error {
 		go func() {
 			select {
 			case <-w.Lost():
-				e.depose(fmt.Errorf("the lease of term %d ended: %w", e.lease.Term, quotashare.ErrLeaseLost), nil)
+				e.depose(fmt.Errorf("the lease of term %d ended (%v): %w", e.lease.Term, w.LostCause(), quotashare.ErrLeaseLost), nil)
 			case <-e.stop:
 			}
 		}()
@@ -295,13 +310,21 @@ func (e *Engine) depose(err error, waiters []chan error) {
 	e.mu.Unlock()
 	if first {
 		e.cfg.Control.Logf("quotashare: stopping: %v", err)
+		close(e.gone)
 	}
-	reply := quotashare.Errorf(quotashare.Internal, "the change was not stored: this server lost its lease on the store to another server (%v)", err)
+	reply := quotashare.Errorf(quotashare.Internal, "the change was not stored: this server lost its lease on the store (%v)", err)
 	for _, w := range waiters {
 		w <- reply
 	}
 	e.poke() // the loop sees it and ends
 }
+
+// Lease is the store's lease the engine holds (or held, once deposed).
+func (e *Engine) Lease() quotashare.Lease { return e.lease }
+
+// Deposed is closed once the engine has stopped for its lease was lost: another server
+// acts now. Close it then; a standby may open a new engine to wait for the lease again.
+func (e *Engine) Deposed() <-chan struct{} { return e.gone }
 
 // Settle returns once a cycle has run wholly after the call (reports applied, passes
 // run, the batch committed) and the executor has been handed every call committed up to
@@ -381,8 +404,16 @@ func (e *Engine) Close() {
 	}
 	<-e.stopped
 	e.pruning.Wait()
+	e.mu.Lock()
+	deposed := e.deposed
+	e.mu.Unlock()
+	if deposed {
+		return // the lease is no longer this engine's to give up
+	}
 	e.releaseOnce.Do(func() {
-		if err := e.cfg.Store.Release(context.Background(), e.lease); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := e.cfg.Store.Release(ctx, e.lease); err != nil {
 			e.cfg.Control.Logf("quotashare: releasing the store's lease: %v", err)
 		}
 	})
@@ -401,7 +432,7 @@ func (e *Engine) refuse() error {
 		return nil
 	}
 	if e.deposed {
-		return quotashare.Errorf(quotashare.Internal, "this server has stopped: it lost its lease on the store to another server (%v)", e.broken)
+		return quotashare.Errorf(quotashare.Internal, "this server has stopped: it lost its lease on the store (%v)", e.broken)
 	}
 	return quotashare.Errorf(quotashare.Internal, "the server cannot write to its store (%v); it retries every %v", e.broken, e.cfg.Control.Tick)
 }

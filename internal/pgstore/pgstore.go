@@ -52,12 +52,17 @@ type DB struct {
 	pool *pgxpool.Pool
 	ttl  time.Duration
 
-	mu    sync.Mutex
-	held  *quotashare.Lease // the lease this handle holds, if any
-	stop  chan struct{}     // ends the renewal
-	done  chan struct{}     // closed when the renewal has ended
-	lost  chan struct{}     // closed when a held lease is found lost
-	close sync.Once
+	mu   sync.Mutex
+	held *quotashare.Lease // the lease this handle holds, if any
+	// deadline is when this handle stops trusting its lease unless a renewal gets
+	// through first: a quarter of the TTL before the database's expiry can be at the
+	// earliest (the TTL from when the last successful renewal was sent).
+	deadline time.Time
+	stop     chan struct{} // ends the renewal
+	done     chan struct{} // closed when the renewal has ended
+	lost     chan struct{} // closed when a held lease is found lost
+	lostWhy  error         // why lost was closed
+	close    sync.Once
 	// renewed, if set (tests), hears of each successful renewal.
 	renewed func()
 }
@@ -138,6 +143,11 @@ func (d *DB) Acquire(ctx context.Context, holder quotashare.LeaseHolder) (quotas
 		return quotashare.Lease{}, err
 	}
 	var l quotashare.Lease
+	sent := time.Now()
+	// A try that takes longer than the lease lives is no use (and the database may be
+	// out of reach, with no answer ever coming): give up and let the caller try again.
+	ctx, cancel := context.WithTimeout(ctx, d.ttl)
+	defer cancel()
 	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		var term int64
 		var cur []byte
@@ -148,9 +158,13 @@ func (d *DB) Acquire(ctx context.Context, holder quotashare.LeaseHolder) (quotas
 			return err
 		}
 		if live {
-			var h quotashare.LeaseHolder
-			json.Unmarshal(cur, &h)
-			return fmt.Errorf("PostgreSQL store in use by %s (pid %d, serving %s): %w", h.ID, h.PID, h.Addr, quotashare.ErrLeaseHeld)
+			held := &quotashare.LeaseHeldError{Store: "PostgreSQL store"}
+			json.Unmarshal(cur, &held.Holder)
+			// Held by this very holder (a try whose answer was lost, or a term this
+			// process has given up on): take it under a new term, which fences the old.
+			if held.Holder.ID == "" || held.Holder.ID != holder.ID {
+				return held
+			}
 		}
 		term++
 		if _, err := tx.Exec(ctx, `UPDATE quotashare_lease SET term = $1, holder = $2,
@@ -166,7 +180,8 @@ func (d *DB) Acquire(ctx context.Context, holder quotashare.LeaseHolder) (quotas
 	d.mu.Lock()
 	d.stopRenewal()
 	d.held = &l
-	d.stop, d.done, d.lost = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	d.deadline = sent.Add(d.ttl - d.safety())
+	d.stop, d.done, d.lost, d.lostWhy = make(chan struct{}), make(chan struct{}), make(chan struct{}), nil
 	go d.renew(l, d.stop, d.done, d.lost)
 	d.mu.Unlock()
 	return l, nil
@@ -181,32 +196,73 @@ func (d *DB) stopRenewal() {
 	}
 }
 
+// safety is how long before the database's earliest expiry this handle stops trusting
+// its lease: time for the executor calls in flight to end before a standby may act.
+func (d *DB) safety() time.Duration { return d.ttl / 4 }
+
 // renew extends the lease every third of its time to live until stopped, or until the
-// lease is found lost (another replica took it, or it expired before a renewal got
-// through): then lost is closed.
+// lease is found lost: another replica took it, or no renewal got through before the
+// deadline (the database unreachable), so that a standby may take it soon. Then lost
+// is closed.
 func (d *DB) renew(l quotashare.Lease, stop, done, lost chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(d.ttl / 3)
 	defer t.Stop()
+	d.mu.Lock()
+	deadline := d.deadline
+	d.mu.Unlock()
+	expiry := time.NewTimer(time.Until(deadline))
+	defer expiry.Stop()
+	var last error // the last renewal's failure
 	for {
 		select {
 		case <-stop:
 			return
+		case <-expiry.C:
+			d.lose(lost, fmt.Errorf("no renewal of the lease got through for %v (the last failed: %v); a standby may take it over", d.ttl-d.safety(), last))
+			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), d.ttl/3)
+		sent := time.Now()
+		until := sent.Add(d.ttl / 3)
+		if deadline.Before(until) {
+			until = deadline
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), until)
 		ok, err := d.extend(ctx, l)
 		cancel()
-		if err == nil && !ok {
-			close(lost)
+		switch {
+		case err != nil:
+			last = err // tried again at the next tick
+		case !ok:
+			d.lose(lost, errors.New("another replica took the lease over, or it expired before a renewal got through"))
 			return
+		default:
+			deadline = sent.Add(d.ttl - d.safety())
+			d.mu.Lock()
+			d.deadline = deadline
+			d.mu.Unlock()
+			expiry.Reset(time.Until(deadline))
+			if d.renewed != nil {
+				d.renewed()
+			}
 		}
-		if err == nil && d.renewed != nil {
-			d.renewed()
-		}
-		// A failed renewal (the database unreachable) is tried again at the next tick;
-		// commits check the expiry themselves.
 	}
+}
+
+// lose records why the lease is lost and closes lost.
+func (d *DB) lose(lost chan struct{}, why error) {
+	d.mu.Lock()
+	d.lostWhy = why
+	d.mu.Unlock()
+	close(lost)
+}
+
+// LostCause says why Lost was closed.
+func (d *DB) LostCause() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lostWhy
 }
 
 // extend renews the lease if it is still l's and unexpired.
@@ -267,10 +323,17 @@ func (d *DB) Load(ctx context.Context, fn func(quotashare.Record) error) error {
 func (d *DB) Commit(ctx context.Context, lease quotashare.Lease, batch []quotashare.Record) error {
 	d.mu.Lock()
 	mine := d.held != nil && d.held.Term == lease.Term
+	deadline := d.deadline
 	d.mu.Unlock()
 	if !mine {
 		return fmt.Errorf("term %d is not a lease this server holds: %w", lease.Term, quotashare.ErrLeaseLost)
 	}
+	if !time.Now().Before(deadline) {
+		return fmt.Errorf("term %d: no renewal got through before the lease's deadline: %w", lease.Term, quotashare.ErrLeaseLost)
+	}
+	// A commit that cannot end before the deadline would land when a standby may act.
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	// The last record of a key wins; each key is written once.
 	last := make(map[[2]string]int, len(batch))
 	for i, r := range batch {
@@ -324,6 +387,9 @@ func (d *DB) Commit(ctx context.Context, lease quotashare.Lease, batch []quotash
 		}
 		return nil
 	})
+	if err != nil && ctx.Err() != nil && !time.Now().Before(deadline) {
+		return fmt.Errorf("term %d: the commit did not end before the lease's deadline (%v): %w", lease.Term, err, quotashare.ErrLeaseLost)
+	}
 	return err
 }
 

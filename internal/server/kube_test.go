@@ -20,6 +20,7 @@ import (
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/kubeexec"
 	"github.com/quotashare/quotashare/internal/kubeexec/kubetest"
+	"github.com/quotashare/quotashare/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {
@@ -29,6 +30,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	kubetest.StopShared()
+	pgtest.Stop()
 	removeStores()
 	os.Exit(code)
 }

@@ -52,7 +52,14 @@ func newMetrics(engine func() *dispatch.Engine) *metrics {
 	m.reclaim = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "quotashare_reclaim_start_seconds",
 		Help:    "Time from the decision to reclaim lent capacity for a job to the job's start (the victims' grace period and exit), by queue and the owner's share.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 4, 12)}, []string{"queue", "share"})
-	m.reg.MustRegister(m.step, m.commit, m.records, m.api, m.wait, m.reclaim, stateCollector{engine},
+	leader := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "quotashare_leader",
+		Help: "1 while this replica holds the store's lease and acts; 0 while it stands by (or loads the store)."}, func() float64 {
+		if engine() != nil {
+			return 1
+		}
+		return 0
+	})
+	m.reg.MustRegister(m.step, m.commit, m.records, m.api, m.wait, m.reclaim, leader, stateCollector{engine},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

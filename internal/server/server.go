@@ -86,6 +86,9 @@ type Config struct {
 	// Standby, if set, hears why the server waits for the PostgreSQL lease before it
 	// serves (its holder, named); else Logf does.
 	Standby func(held error)
+	// Listener, if set, is where the server serves instead of listening on Addr (tests
+	// that must know a standby's address before its Start returns).
+	Listener net.Listener
 	// AdvertiseAddr is the address other replicas and a refused server are told this
 	// one serves the API on (default: the address it listens on).
 	AdvertiseAddr string
@@ -155,19 +158,45 @@ type LogOpener interface {
 
 // Server is a running quotashare server.
 type Server struct {
-	URL    string
-	engine *dispatch.Engine
-	exec   quotashare.Executor
-	store  quotashare.Store
-	http   *http.Server
-	ln     net.Listener
-	done   chan error
+	URL   string
+	cfg   Config
+	store quotashare.Store
+	http  *http.Server
+	ln    net.Listener
+	done  chan error
 	// logWrite is the write deadline of a log download.
 	logWrite time.Duration
+	verifier *batchapi.Verifier
+	mets     *metrics
+	holder   quotashare.LeaseHolder
+	// handler answers every request: the loading handler, the leader's mux or the
+	// standby's.
+	handler atomic.Pointer[http.Handler]
+	loaded  atomic.Int64
+	began   time.Time
+	// cur is what runs while this server holds the store's lease (nil while it stands
+	// by).
+	cur     atomic.Pointer[leadership]
+	standby *standby
+	// leaseWait is how often a standby tries the lease (0: the store's lease is not
+	// shared, and a server that loses it stops).
+	leaseWait time.Duration
+	cancel    func()        // ends a standby's wait, at Close
+	followed  chan struct{} // closed when follow has returned
+}
+
+// leadership is the engine and executor of one term of the store's lease, and the
+// handler that serves them.
+type leadership struct {
+	engine  *dispatch.Engine
+	exec    quotashare.Executor
+	handler http.Handler
 }
 
 // Start opens the data folder, recovers the state and the running attempts, and serves
-// the API. It returns once the server takes requests.
+// the API. It returns once the server takes requests. On a shared store (StoreURL) it
+// first stands by while another replica holds the lease, forwarding requests to it; and
+// when it loses the lease later, it stands by again.
 func Start(cfg Config) (*Server, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
@@ -181,6 +210,9 @@ func Start(cfg Config) (*Server, error) {
 		v.Region = cfg.Region
 		verifier = v
 	}
+	if cfg.Listener != nil {
+		cfg.Addr = cfg.Listener.Addr().String()
+	}
 	if cfg.Credentials == "" && !loopback(cfg.Addr) {
 		if !cfg.InsecureNoAuth {
 			return nil, fmt.Errorf("--addr %s listens beyond this host without --credentials: anyone who reaches it could run commands here as jobs; give --credentials, or --insecure-no-auth to accept that", cfg.Addr)
@@ -191,18 +223,19 @@ func Start(cfg Config) (*Server, error) {
 	// same data folder is told which one holds it. The listener serves at once: while the
 	// store loads, /healthz says the process is alive, /readyz says how far the load has
 	// come, and the API answers 503.
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, err
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return nil, err
+		}
 	}
 	lim := cfg.Limits.withDefaults()
-	s := &Server{URL: "http://" + ln.Addr().String(), ln: ln, done: make(chan error, 1), logWrite: lim.LogWrite}
-	var handler atomic.Pointer[http.Handler]
-	var loaded atomic.Int64
-	began := time.Now()
-	loading := loadingHandler(&loaded, began)
-	handler.Store(&loading)
-	s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }),
+	s := &Server{URL: "http://" + ln.Addr().String(), cfg: cfg, ln: ln, done: make(chan error, 1), logWrite: lim.LogWrite,
+		verifier: verifier, began: time.Now(), followed: make(chan struct{})}
+	loading := loadingHandler(&s.loaded, s.began)
+	s.handler.Store(&loading)
+	s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) }),
 		ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes}
 	go func() { s.done <- s.http.Serve(capConns(ln, lim.MaxConns)) }()
 	fail := func(err error) (*Server, error) {
@@ -211,16 +244,15 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	var store quotashare.Store = cfg.Store
-	var leaseWait time.Duration
+	var err error
+	ttl := cfg.LeaseTTL
+	if ttl <= 0 {
+		ttl = pgstore.DefaultTTL
+	}
 	switch {
 	case store != nil:
 	case cfg.StoreURL != "":
-		ttl := cfg.LeaseTTL
-		if ttl <= 0 {
-			ttl = pgstore.DefaultTTL
-		}
 		store, err = pgstore.Open(context.Background(), cfg.StoreURL, pgstore.Options{TTL: ttl})
-		leaseWait = ttl / 3
 	default:
 		if err := priorUse(cfg.Data, cfg.Init); err != nil {
 			return fail(err)
@@ -230,27 +262,80 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.store = store
-	holder := quotashare.LeaseHolder{ID: newHolderID(), PID: os.Getpid(), Addr: ln.Addr().String()}
-	if cfg.AdvertiseAddr != "" {
-		holder.Addr = cfg.AdvertiseAddr
+	if _, shared := store.(quotashare.LeaseWatcher); shared {
+		s.leaseWait = ttl / 3
 	}
-	var engine *dispatch.Engine
-	mets := newMetrics(func() *dispatch.Engine { return engine })
-	mets.logRequest, mets.off = cfg.LogRequest, cfg.NoMetrics
-	var observe dispatch.Observer = mets
+	s.store = store
+	s.holder = quotashare.LeaseHolder{ID: newHolderID(), PID: os.Getpid(), Addr: ln.Addr().String()}
+	if cfg.AdvertiseAddr != "" {
+		s.holder.Addr = cfg.AdvertiseAddr
+	}
+	s.mets = newMetrics(s.Engine)
+	s.mets.logRequest, s.mets.off = cfg.LogRequest, cfg.NoMetrics
+	s.standby = newStandby(s.holder, s.metricsHandler())
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	l, err := s.lead(ctx)
+	if err != nil {
+		cancel()
+		store.Close()
+		return fail(err)
+	}
+	s.install(l)
+	if s.leaseWait > 0 {
+		go s.follow(ctx)
+	} else {
+		close(s.followed)
+	}
+	return s, nil
+}
+
+// lead waits for the store's lease (standing by meanwhile on a shared store), loads the
+// state, recovers the attempts through a new executor, and builds the handler that
+// serves them.
+func (s *Server) lead(ctx context.Context) (*leadership, error) {
+	cfg := s.cfg
+	var observe dispatch.Observer = s.mets
 	if cfg.NoMetrics {
 		observe = nil
 	}
-	stopLog := logLoading(cfg.Logf, &loaded, began)
-	engine, err = dispatch.Open(dispatch.Config{Store: store, Holder: holder, Observe: observe, LeaseWait: leaseWait, Standby: cfg.Standby, LoadProgress: func(n int) { loaded.Store(int64(n)) },
+	standingBy := false
+	standby := func(err error) {
+		if !standingBy {
+			standingBy = true
+			var h http.Handler = s.standby
+			s.handler.Store(&h)
+		}
+		if s.standby.heard(err) {
+			if cfg.Standby != nil {
+				cfg.Standby(err)
+			} else {
+				cfg.Logf("quotashare: standing by until the lease is free, forwarding requests to its holder: %v", err)
+			}
+		}
+	}
+	// The load is timed and logged from the moment the lease is held, not while this
+	// replica stands by.
+	s.loaded.Store(0)
+	stopLog, began := func() {}, time.Now()
+	acquired := func() {
+		began = time.Now()
+		loading := loadingHandler(&s.loaded, began)
+		s.handler.Store(&loading)
+		stopLog = logLoading(cfg.Logf, &s.loaded, began)
+	}
+	engine, err := dispatch.OpenContext(ctx, dispatch.Config{Store: s.store, Holder: s.holder, Observe: observe, LeaseWait: s.leaseWait,
+		Standby: standby, Acquired: acquired,
+		LoadProgress: func(n int) { s.loaded.Store(int64(n)) },
 		Control: control.Config{Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf, Decide: cfg.Decide,
 			RetainFinished: retention(cfg.RetainFinished), InstanceType: knownTypes(cfg),
 			GPUsPerInstance: func(t string) int { return trainingjob.GPUsPer(cfg.GPUTable, t) }}})
 	stopLog()
 	if err != nil {
-		store.Close()
-		return fail(err)
+		return nil, err
+	}
+	if took := time.Since(began); took >= time.Second { // after the progress lines
+		cfg.Logf("quotashare: loaded %d records, ready in %s", s.loaded.Load(), took.Round(time.Millisecond))
 	}
 	// Loading a large store leaves as much garbage as state (every record's bytes and
 	// JSON): give it back to the system now rather than hold it until the heap grows
@@ -266,49 +351,121 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if err != nil {
 		engine.Close()
-		store.Close()
-		return fail(err)
+		return nil, err
 	}
 	if err := engine.Run(x); err != nil {
 		engine.Close()
 		x.Close()
-		store.Close()
-		return fail(err)
+		return nil, err
 	}
-	s.engine, s.exec = engine, x
+	l := &leadership{engine: engine, exec: x}
+	l.handler = s.leaderHandler(l)
+	return l, nil
+}
+
+// install makes l the server's leadership and its handler the one that answers.
+func (s *Server) install(l *leadership) {
+	s.standby.leader.Store(nil)
+	s.cur.Store(l)
+	s.handler.Store(&l.handler)
+}
+
+// follow waits for the engine to be deposed (the lease lost: another replica took it,
+// or no renewal got through in time), then stands by, forwarding requests to the new
+// leader, until it takes the lease again. It returns when ctx ends (Close).
+func (s *Server) follow(ctx context.Context) {
+	defer close(s.followed)
+	for {
+		l := s.cur.Load()
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.engine.Deposed():
+		}
+		// Answer as a standby at once: the engine refuses requests already, and the
+		// replica that takes the lease over will serve them.
+		s.standby.forget("it lost the lease")
+		var h http.Handler = s.standby
+		s.handler.Store(&h)
+		s.cur.Store(nil)
+		l.engine.Close()
+		l.exec.Close()
+		s.cfg.Logf("quotashare: this replica lost the store's lease; standing by to take it again")
+		for {
+			nl, err := s.lead(ctx)
+			if ctx.Err() != nil {
+				if nl != nil {
+					nl.engine.Close()
+					nl.exec.Close()
+				}
+				return
+			}
+			if err == nil {
+				s.install(nl)
+				s.cfg.Logf("quotashare: this replica holds the store's lease again and serves")
+				break
+			}
+			s.cfg.Logf("quotashare: taking the store's lease: %v; trying again in %v", err, s.leaseWait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(s.leaseWait):
+			}
+		}
+	}
+}
+
+// metricsHandler serves GET /metrics (404 when off; with --credentials, a scrape must be
+// signed too, or carry the metrics token).
+func (s *Server) metricsHandler() http.Handler {
+	if s.cfg.NoMetrics {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "metrics are off (serve --no-metrics)", http.StatusNotFound)
+		})
+	}
+	return metricsAuth(s.cfg.MetricsToken, s.verifier, s.mets.handler())
+}
+
+// leaderHandler serves the API, logs, metrics and dashboard of one leadership.
+func (s *Server) leaderHandler(l *leadership) http.Handler {
+	engine := l.engine
 	mux := http.NewServeMux()
-	// Healthy and ready while the store takes commits: a load balancer stops sending
-	// writes to a server that cannot keep them.
-	health := func(w http.ResponseWriter, r *http.Request) {
+	// /healthz: the process is alive (200 even while the store fails, so that a liveness
+	// probe does not restart a server that recovers by itself). /readyz: it is the
+	// leader and its store takes commits, so a load balancer stops sending writes to a
+	// server that cannot keep them.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := engine.Health(); err != nil {
+			io.WriteString(w, "ok (the process is alive), but not ready: "+err.Error()+"\n")
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := engine.Health(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
+		if s.leaseWait > 0 {
+			fmt.Fprintf(w, "ok: the leader (term %d)\n", engine.Lease().Term)
+			return
+		}
 		io.WriteString(w, "ok\n")
-	}
-	mux.HandleFunc("GET /healthz", health)
-	mux.HandleFunc("GET /readyz", health)
-	mux.Handle("GET /logs/{job}", batchapi.Require(verifier, http.HandlerFunc(s.logs)))
-	// /metrics: with --credentials, a scrape must be signed too, or carry the metrics
-	// token.
-	if cfg.NoMetrics {
-		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, "metrics are off (serve --no-metrics)", http.StatusNotFound)
-		})
-	} else {
-		mux.Handle("GET /metrics", metricsAuth(cfg.MetricsToken, verifier, mets.handler()))
-	}
+	})
+	mux.Handle("GET /logs/{job}", batchapi.Require(s.verifier, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.logs(l, w, r) })))
+	mux.Handle("GET /metrics", s.metricsHandler())
 	// Every principal may read; a team may change jobs in its shares; an admin, anything.
 	api := batchapi.Authorize(engine, batchapi.New(engine))
-	mux.Handle("/", mets.instrument(batchapi.Require(verifier, api)))
+	mux.Handle("/", s.mets.instrument(batchapi.Require(s.verifier, api)))
 	// The dashboard: pages for a browser, behind Basic credentials from the same file as
 	// the API's keys; its write actions are API requests in the caller's name.
-	dash := batchapi.RequireBasic(verifier, dashboard.New(dashboard.Config{Source: engine, Logs: http.HandlerFunc(s.logs), API: mets.instrument(api)}))
+	dash := batchapi.RequireBasic(s.verifier, dashboard.New(dashboard.Config{Source: engine,
+		Logs: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.logs(l, w, r) }), API: s.mets.instrument(api)}))
 	for _, p := range dashboard.Patterns {
 		mux.Handle(p, dash)
 	}
 	// ServeMux answers an unclean path (/v1/../x) with a redirect; an API answers 404.
-	var full http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p && path.Clean(p)+"/" != p {
 			b, _ := json.Marshal(map[string]string{"__type": "ClientException", "message": fmt.Sprintf("%q: no such path; the API is POST /v1/<operation>", p)})
 			w.Header().Set("Content-Type", "application/json")
@@ -319,11 +476,6 @@ func Start(cfg Config) (*Server, error) {
 		}
 		mux.ServeHTTP(w, r)
 	})
-	handler.Store(&full)
-	if took := time.Since(began); took >= time.Second { // after the progress lines
-		cfg.Logf("quotashare: loaded %d records, ready in %s", loaded.Load(), took.Round(time.Millisecond))
-	}
-	return s, nil
 }
 
 // loadingHandler answers while the store loads: /healthz 200 (the process is alive),
@@ -338,12 +490,7 @@ func loadingHandler(loaded *atomic.Int64, began time.Time) http.Handler {
 		case "/readyz":
 			http.Error(w, msg, http.StatusServiceUnavailable)
 		default:
-			b, _ := json.Marshal(map[string]string{"__type": "ServerException", "message": "the server is starting, " + msg + "; try again shortly"})
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("X-Amzn-ErrorType", "ServerException")
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write(append(b, '\n'))
+			unavailable(w, "the server is starting, "+msg+"; try again shortly")
 		}
 	})
 }
@@ -410,13 +557,23 @@ func newHolderID() string {
 	return fmt.Sprintf("%s-%x", host, b)
 }
 
-// Engine returns the server's engine (for tests and the CLI's in-process uses).
-func (s *Server) Engine() *dispatch.Engine { return s.engine }
+// Engine returns the server's engine (for tests and the CLI's in-process uses); nil
+// while the server stands by.
+func (s *Server) Engine() *dispatch.Engine {
+	if l := s.cur.Load(); l != nil {
+		return l.engine
+	}
+	return nil
+}
 
 // Containment says how the local executor holds each instance's processes ("" for
-// another executor).
+// another executor, or while the server stands by).
 func (s *Server) Containment() string {
-	if x, ok := s.exec.(*procexec.Executor); ok {
+	l := s.cur.Load()
+	if l == nil {
+		return ""
+	}
+	if x, ok := l.exec.(*procexec.Executor); ok {
 		return x.Containment()
 	}
 	return ""
@@ -428,18 +585,22 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := s.http.Shutdown(ctx)
-	s.engine.Close()
-	s.exec.Close()
+	s.cancel()
+	<-s.followed
+	if l := s.cur.Load(); l != nil {
+		l.engine.Close()
+		l.exec.Close()
+	}
 	return errors.Join(err, s.store.Close())
 }
 
 // logs serves an attempt's output: GET /logs/{job}?attempt=N&host=algo-1&stream=stdout
 // &offset=BYTES. The attempt defaults to the latest, the host to algo-1, the stream to
 // stdout. The header X-Quotashare-Attempt-Over says whether more output may come.
-func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+func (s *Server) logs(l *leadership, w http.ResponseWriter, r *http.Request) {
 	// A log can be large and its client slow: it gets longer than an API answer.
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.logWrite))
-	j, err := s.engine.Job(r.PathValue("job"))
+	j, err := l.engine.Job(r.PathValue("job"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
@@ -478,7 +639,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	lo, ok := s.exec.(LogOpener)
+	lo, ok := l.exec.(LogOpener)
 	if !ok {
 		http.Error(w, "this server's executor keeps no logs", http.StatusNotFound)
 		return

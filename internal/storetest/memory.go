@@ -80,6 +80,16 @@ func (s *MemStore) Lost() <-chan struct{} {
 	return s.lost
 }
 
+// LostCause says that Steal took the lease, once it has.
+func (s *MemStore) LostCause() error {
+	select {
+	case <-s.Lost():
+		return errors.New("another server took the lease (Steal)")
+	default:
+		return nil
+	}
+}
+
 var _ quotashare.Store = (*MemStore)(nil)
 
 var errClosed = errors.New("the store is closed")

@@ -1,0 +1,214 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/pgtest"
+)
+
+// ledger is an executor shared by the replicas of a test: attempts start and run until
+// stopped; it records every Start, and every attempt a Recover was handed and when.
+type ledger struct {
+	mu        sync.Mutex
+	started   []string
+	recovered map[string][]string // by replica
+	recoverAt map[string]time.Time
+}
+
+type ledgerExecutor struct {
+	holdExecutor
+	l    *ledger
+	name string
+}
+
+func (x ledgerExecutor) Start(a quotashare.AttemptSpec) error {
+	x.l.mu.Lock()
+	defer x.l.mu.Unlock()
+	x.l.started = append(x.l.started, a.AttemptID)
+	go x.report(quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptRunning})
+	return nil
+}
+
+func (x ledgerExecutor) Recover(specs []quotashare.AttemptSpec) error {
+	x.l.mu.Lock()
+	defer x.l.mu.Unlock()
+	if x.l.recovered == nil {
+		x.l.recovered, x.l.recoverAt = map[string][]string{}, map[string]time.Time{}
+	}
+	x.l.recoverAt[x.name] = time.Now()
+	for _, a := range specs {
+		x.l.recovered[x.name] = append(x.l.recovered[x.name], a.AttemptID)
+	}
+	return nil
+}
+
+// replicaConfig is a replica's configuration on the PostgreSQL database at url, with
+// signed requests and a lease of 2 s.
+func replicaConfig(t *testing.T, name, url, creds string, l *ledger) Config {
+	return Config{Addr: "127.0.0.1:0", Data: filepath.Join(t.TempDir(), name), StoreURL: url, LeaseTTL: 2 * time.Second,
+		Credentials: creds, Logf: func(f string, a ...any) { t.Logf(name+": "+f, a...) },
+		NewExecutor: func(r func(quotashare.Report)) (quotashare.Executor, error) {
+			return ledgerExecutor{holdExecutor{instantExecutor{r}}, l, name}, nil
+		}}
+}
+
+// TestReplicas: two replicas on one PostgreSQL database. The second stands by and
+// forwards every request to the leader as received (the leader checks the client's
+// signature); /readyz tells them apart. When the leader's lease is taken over, the
+// standby takes it, adopts the running attempt without starting it again, and the old
+// leader stands by in turn, forwarding to the new one.
+func TestReplicas(t *testing.T) {
+	url := pgtest.Start(t).NewDatabase(t)
+	creds := filepath.Join(t.TempDir(), "credentials")
+	if err := os.WriteFile(creds, []byte("AKIDML s3cr3t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := &ledger{}
+	heardA := make(chan error, 10)
+	px := pgtest.NewProxy(t, url)
+	cfgA := replicaConfig(t, "a", px.URL, creds, l)
+	cfgA.Standby = func(err error) { heardA <- err }
+	a, err := Start(cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+
+	lnB, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	urlB := "http://" + lnB.Addr().String()
+	heardB := make(chan error, 10)
+	cfgB := replicaConfig(t, "b", url, creds, l)
+	cfgB.Listener, cfgB.Standby = lnB, func(err error) { heardB <- err }
+	started := make(chan *Server, 1)
+	go func() {
+		b, err := Start(cfgB)
+		if err != nil {
+			t.Error(err)
+		}
+		started <- b
+	}()
+	var b *Server
+	defer func() {
+		if b == nil {
+			// B still stands by: closing A frees the lease, so B's Start returns.
+			a.Close()
+			b = <-started
+		}
+		if b != nil {
+			b.Close()
+		}
+	}()
+	if err := <-heardB; !errors.Is(err, quotashare.ErrLeaseHeld) || !strings.Contains(err.Error(), strings.TrimPrefix(a.URL, "http://")) {
+		t.Fatalf("the standby heard %v, want the lease held by %s", err, a.URL)
+	}
+
+	signed := func(url, secret string) *batch.Client {
+		return batch.New(batch.Options{BaseEndpoint: aws.String(url), Region: "us-east-1", RetryMaxAttempts: 1,
+			Credentials: credentials.NewStaticCredentialsProvider("AKIDML", secret, "")})
+	}
+	viaB, viaA := signed(urlB, "s3cr3t"), signed(a.URL, "s3cr3t")
+	setup(t, viaB, "q", 2, share("a", "LEND", 2, nil, false))
+	id := submit(t, viaB, "q", "j1", "a", 1, "true")
+	if got := waitStatus(t, viaA, id, types.ServiceJobStatusRunning); got.JobName == nil || *got.JobName != "j1" {
+		t.Fatalf("the job submitted through the standby, at the leader: %+v", got)
+	}
+	// The signature is checked by the leader, over the headers the client sent.
+	var ae smithy.APIError
+	if _, err := signed(urlB, "wrong").DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{}); !errors.As(err, &ae) || ae.ErrorCode() != "InvalidSignatureException" {
+		t.Errorf("a bad signature through the standby: %v", err)
+	}
+	if code, body := status(t, urlB+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "standing by: the leader is") || !strings.Contains(body, strings.TrimPrefix(a.URL, "http://")) {
+		t.Errorf("the standby's /readyz: %d %q", code, body)
+	}
+	if code, body := status(t, urlB+"/healthz"); code != 200 || !strings.Contains(body, "standing by") {
+		t.Errorf("the standby's /healthz: %d %q", code, body)
+	}
+	if code, body := status(t, a.URL+"/readyz"); code != 200 || body != "ok: the leader (term 1)\n" {
+		t.Errorf("the leader's /readyz: %d %q", code, body)
+	}
+	// A request already forwarded once is not forwarded again.
+	req, _ := http.NewRequest("POST", urlB+"/v1/describejobqueues", strings.NewReader("{}"))
+	req.Header.Set(ForwardedHeader, "elsewhere")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Amzn-ErrorType") != "ServerException" {
+		t.Errorf("a forwarded request at the standby: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// The leader's connection to the database is cut (every byte dropped): no renewal
+	// gets through, it stops acting before its lease expires in the database, and the
+	// standby takes the lease over.
+	deposed := make(chan time.Time, 1)
+	go func(d <-chan struct{}) { <-d; deposed <- time.Now() }(a.Engine().Deposed())
+	px.Cut()
+	b = <-started
+	if b == nil {
+		t.FailNow()
+	}
+	var depAt time.Time
+	select {
+	case depAt = <-deposed:
+	default:
+		t.Fatal("the standby took the lease over while the cut-off leader was still acting")
+	}
+	l.mu.Lock()
+	if at := l.recoverAt["b"]; !depAt.Before(at) {
+		t.Errorf("the old leader stopped at %v, after the new one recovered the attempts at %v", depAt, at)
+	}
+	l.mu.Unlock()
+	// Cut off, the old leader answers as a standby that knows no leader: ServerException,
+	// with the cause.
+	var se smithy.APIError
+	if _, err := viaA.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{}); !errors.As(err, &se) || se.ErrorCode() != "ServerException" || !strings.Contains(se.ErrorMessage(), "lost the lease") {
+		t.Errorf("a request to the cut-off old leader: %v", err)
+	}
+	// The network heals: the old leader finds the lease held and stands by behind the
+	// new leader.
+	px.Heal()
+	if err := <-heardA; !strings.Contains(err.Error(), strings.TrimPrefix(b.URL, "http://")) {
+		t.Fatalf("the old leader heard %v, want the lease held by %s", err, b.URL)
+	}
+	if code, body := status(t, a.URL+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, strings.TrimPrefix(b.URL, "http://")) {
+		t.Errorf("the old leader's /readyz: %d %q", code, body)
+	}
+	if code, body := status(t, b.URL+"/readyz"); code != 200 || body != "ok: the leader (term 2)\n" {
+		t.Errorf("the new leader's /readyz: %d %q", code, body)
+	}
+	if got := describe(t, viaA, id); got.Status != types.ServiceJobStatusRunning {
+		t.Errorf("the job through the old leader, after the takeover: %s", got.Status)
+	}
+	id2 := submit(t, viaA, "q", "j2", "a", 1, "true")
+	waitStatus(t, viaB, id2, types.ServiceJobStatusRunning)
+	if err := b.Engine().Settle(); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	first := fmt.Sprintf("%s-1", id)
+	if want := []string{first, id2 + "-1"}; !slices.Equal(l.started, want) {
+		t.Errorf("attempts started: %v, want %v (the first adopted, not started again)", l.started, want)
+	}
+	if !slices.Contains(l.recovered["b"], first) {
+		t.Errorf("the new leader's Recover was handed %v, want %s", l.recovered["b"], first)
+	}
+}
