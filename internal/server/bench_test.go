@@ -36,7 +36,11 @@ type holdExecutor struct{ instantExecutor }
 func (holdExecutor) Start(quotashare.AttemptSpec) error { return nil }
 
 func benchServer(b *testing.B, capacity int32, x func(func(quotashare.Report)) quotashare.Executor) (*Server, *batch.Client) {
-	cfg := Config{Addr: "127.0.0.1:0", Data: b.TempDir()}
+	return benchServerWith(b, Config{Addr: "127.0.0.1:0", Data: b.TempDir()}, capacity, x)
+}
+
+// benchServerWith is benchServer with cfg (its store, say).
+func benchServerWith(b *testing.B, cfg Config, capacity int32, x func(func(quotashare.Report)) quotashare.Executor) (*Server, *batch.Client) {
 	cfg.NewExecutor = func(r func(quotashare.Report)) (quotashare.Executor, error) { return x(r), nil }
 	s, err := Start(cfg)
 	if err != nil {

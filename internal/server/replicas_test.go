@@ -179,7 +179,7 @@ func TestReplicas(t *testing.T) {
 	// Cut off, the old leader answers as a standby that knows no leader: ServerException,
 	// with the cause.
 	var se smithy.APIError
-	if _, err := viaA.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{}); !errors.As(err, &se) || se.ErrorCode() != "ServerException" || !strings.Contains(se.ErrorMessage(), "lost the lease") {
+	if _, err := viaA.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{}); !errors.As(err, &se) || se.ErrorCode() != "ServerException" || !strings.Contains(se.ErrorMessage(), "lost its lease on the store (the lease of term 1 ended (no renewal of the lease got through") {
 		t.Errorf("a request to the cut-off old leader: %v", err)
 	}
 	// The network heals: the old leader finds the lease held and stands by behind the
@@ -210,5 +210,77 @@ func TestReplicas(t *testing.T) {
 	}
 	if !slices.Contains(l.recovered["b"], first) {
 		t.Errorf("the new leader's Recover was handed %v, want %s", l.recovered["b"], first)
+	}
+}
+
+// TestStoreUnreachable: one server on PostgreSQL whose connection to the database is cut
+// (every byte dropped). It stops acting once no renewal got through for its lease's
+// safe span; meanwhile and after, requests get a ServerException naming the cause; when
+// the network heals it takes the lease again by itself, with nothing acknowledged lost
+// and its running attempt adopted rather than started again.
+func TestStoreUnreachable(t *testing.T) {
+	px := pgtest.NewProxy(t, pgtest.Start(t).NewDatabase(t))
+	l := &ledger{}
+	cfg := replicaConfig(t, "a", px.URL, "", l)
+	back := make(chan struct{}, 1)
+	logf := cfg.Logf
+	cfg.Logf = func(f string, a ...any) {
+		if strings.Contains(f, "holds the store's lease again") {
+			back <- struct{}{}
+		}
+		logf(f, a...)
+	}
+	s, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := batch.New(batch.Options{BaseEndpoint: aws.String(s.URL), Region: "us-east-1", RetryMaxAttempts: 1,
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")})
+	setup(t, c, "q", 2, share("a", "LEND", 2, nil, false))
+	id := submit(t, c, "q", "j1", "a", 1, "true")
+	waitStatus(t, c, id, types.ServiceJobStatusRunning)
+
+	deposed := s.Engine().Deposed()
+	px.Cut()
+	<-deposed
+	var se smithy.APIError
+	if _, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("lost"), JobQueue: aws.String("q"),
+		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload("true", 1)),
+		QuotaShareName: aws.String("a"), SchedulingPriority: aws.Int32(1)}); !errors.As(err, &se) || se.ErrorCode() != "ServerException" ||
+		!strings.Contains(se.ErrorMessage(), "no renewal of the lease got through") {
+		t.Errorf("a submit while the database is out of reach: %v, want a ServerException naming the cause", err)
+	}
+	if code, body := status(t, s.URL+"/healthz"); code != 200 {
+		t.Errorf("/healthz while the database is out of reach: %d %q", code, body)
+	}
+	if code, _ := status(t, s.URL+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while the database is out of reach: %d", code)
+	}
+
+	px.Heal()
+	<-back
+	if code, body := status(t, s.URL+"/readyz"); code != 200 || body != "ok: the leader (term 2)\n" {
+		t.Errorf("/readyz once the database is back: %d %q", code, body)
+	}
+	if got := describe(t, c, id); got.Status != types.ServiceJobStatusRunning {
+		t.Errorf("the job acknowledged before the cut: %s", got.Status)
+	}
+	out, err := c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("q")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.JobSummaryList) != 1 {
+		t.Errorf("jobs after the cut: %d, want only the one acknowledged", len(out.JobSummaryList))
+	}
+	id2 := submit(t, c, "q", "j2", "a", 1, "true")
+	waitStatus(t, c, id2, types.ServiceJobStatusRunning)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if want := []string{id + "-1", id2 + "-1"}; !slices.Equal(l.started, want) {
+		t.Errorf("attempts started: %v, want %v (the first adopted, not started again)", l.started, want)
+	}
+	if !slices.Contains(l.recovered["a"], id+"-1") {
+		t.Errorf("Recover was handed %v, want %s", l.recovered["a"], id+"-1")
 	}
 }

@@ -384,13 +384,18 @@ func (s *Server) follow(ctx context.Context) {
 		}
 		// Answer as a standby at once: the engine refuses requests already, and the
 		// replica that takes the lease over will serve them.
-		s.standby.forget("it lost the lease")
+		why := "it lost the store's lease"
+		if err := l.engine.Health(); err != nil {
+			why = err.Error()
+		}
+		s.standby.forget(why)
 		var h http.Handler = s.standby
 		s.handler.Store(&h)
 		s.cur.Store(nil)
 		l.engine.Close()
 		l.exec.Close()
 		s.cfg.Logf("quotashare: this replica lost the store's lease; standing by to take it again")
+		var said time.Time // when a failure to take the lease was last logged
 		for {
 			nl, err := s.lead(ctx)
 			if ctx.Err() != nil {
@@ -405,7 +410,11 @@ func (s *Server) follow(ctx context.Context) {
 				s.cfg.Logf("quotashare: this replica holds the store's lease again and serves")
 				break
 			}
-			s.cfg.Logf("quotashare: taking the store's lease: %v; trying again in %v", err, s.leaseWait)
+			s.standby.forget(fmt.Sprintf("taking the store's lease failed: %v", err))
+			if time.Since(said) >= 30*time.Second {
+				said = time.Now()
+				s.cfg.Logf("quotashare: taking the store's lease: %v; trying again every %v", err, s.leaseWait.Round(time.Millisecond))
+			}
 			select {
 			case <-ctx.Done():
 				return

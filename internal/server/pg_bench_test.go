@@ -1,0 +1,191 @@
+package server
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/smithy-go"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/pgtest"
+	"github.com/quotashare/quotashare/internal/sdkbench"
+)
+
+// BenchmarkSubmitStores: durable submits on SQLite (the data folder) and on PostgreSQL
+// (a throwaway cluster on this host, fsync and synchronous_commit on, as shipped), in the
+// same run, through the SDK (64 clients) and through a plain net/http client (64 and 256
+// clients); every answer waits for its commit, and requests arriving together share one
+// transaction.
+func BenchmarkSubmitStores(b *testing.B) {
+	pg := pgtest.Start(b)
+	durable(b, pg.URL)
+	stores := []struct {
+		name string
+		cfg  func(b *testing.B) Config
+	}{
+		{"sqlite", func(b *testing.B) Config { return Config{Addr: "127.0.0.1:0", Data: b.TempDir()} }},
+		{"postgres", func(b *testing.B) Config {
+			return Config{Addr: "127.0.0.1:0", Data: b.TempDir(), StoreURL: pg.NewDatabase(b)}
+		}},
+	}
+	for _, st := range stores {
+		b.Run(st.name+"/sdk-64", func(b *testing.B) {
+			_, c := benchServerWith(b, st.cfg(b), 1, instant)
+			var n atomic.Int64
+			b.SetParallelism(32)
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := c.SubmitServiceJob(ctx, benchJob(n.Add(1))); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "submits/s")
+		})
+		for _, clients := range []int{64, 256} {
+			b.Run(fmt.Sprintf("%s/raw-%d", st.name, clients), func(b *testing.B) {
+				s, _ := benchServerWith(b, st.cfg(b), 1, instant)
+				b.ReportMetric(rawSubmitsWith(b, s.URL, "a", clients/runtime.GOMAXPROCS(0)), "submits/s")
+			})
+		}
+	}
+}
+
+var failoverJobs = flag.String("failover.jobs", "10000,100000", "BenchmarkFailover: the stored jobs, a comma-separated list")
+
+// BenchmarkFailover: two replicas on PostgreSQL with the default lease TTL; the store
+// holds N waiting jobs. The leader is cut off from the database (every byte dropped, as
+// when it is killed or its host is partitioned: its renewals stop), and the time is from
+// that moment until a submit through the standby is first accepted, by the standby now
+// leader, with the whole state loaded. The goal is under 2 x TTL + 5 s at 100,000 jobs.
+// Run it with -benchtime=1x.
+func BenchmarkFailover(b *testing.B) {
+	var counts []int
+	for _, f := range strings.Split(*failoverJobs, ",") {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err != nil {
+			b.Fatalf("-failover.jobs: %v", err)
+		}
+		counts = append(counts, n)
+	}
+	pg := pgtest.Start(b)
+	for _, n := range counts {
+		b.Run(fmt.Sprintf("%d-jobs", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				took := failover(b, pg, n)
+				b.StartTimer()
+				b.ReportMetric(took.Seconds(), "s-failover")
+			}
+		})
+	}
+}
+
+func failover(b *testing.B, pg *pgtest.Server, n int) time.Duration {
+	db := pg.NewDatabase(b)
+	px := pgtest.NewProxy(b, db) // the leader's way to the database, to cut
+	hold := func(r func(quotashare.Report)) quotashare.Executor { return holdExecutor{instantExecutor{r}} }
+	cfgA := Config{Addr: "127.0.0.1:0", Data: b.TempDir(), StoreURL: px.URL}
+	a, _ := benchServerWith(b, cfgA, 1, hold)
+	// Fill the store: in-process submits, many at once so that they share commits.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	filled := time.Now()
+	for range 64 {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				if _, err := a.Engine().Submit(jobInput(i)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.Logf("stored %d jobs in %s", n, time.Since(filled).Round(time.Millisecond))
+	cfgB := Config{Addr: "127.0.0.1:0", Data: b.TempDir(), StoreURL: db, NewExecutor: func(r func(quotashare.Report)) (quotashare.Executor, error) {
+		return hold(r), nil
+	}}
+	// The standby's Start returns once it leads.
+	lnB, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	urlB := "http://" + lnB.Addr().String()
+	cfgB.Listener = lnB
+	standing := make(chan struct{}, 1)
+	cfgB.Standby = func(error) {
+		select {
+		case standing <- struct{}{}:
+		default:
+		}
+	}
+	led := make(chan *Server, 1)
+	go func() {
+		s, err := Start(cfgB)
+		if err != nil {
+			b.Error(err)
+		}
+		led <- s
+	}()
+	c := sdkbench.Client(urlB)
+	c = batch.New(c.Options(), func(o *batch.Options) { o.RetryMaxAttempts = 1 })
+	<-standing
+	// Through the standby, the leader answers.
+	if _, err := c.SubmitServiceJob(ctx, benchJob(int64(n+1))); err != nil {
+		b.Fatal(err)
+	}
+	cut := time.Now()
+	px.Cut()
+	for i := int64(n + 2); ; i++ {
+		_, err := c.SubmitServiceJob(ctx, benchJob(i))
+		if err == nil {
+			break
+		}
+		var ae smithy.APIError
+		if !errors.As(err, &ae) || ae.ErrorCode() != "ServerException" {
+			b.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // a client's retry
+	}
+	took := time.Since(cut)
+	if s := <-led; s != nil {
+		b.Cleanup(func() { s.Close() })
+		if jobs, _, err := s.Engine().ListJobs(listAll("q"), 0, n+10); err != nil || len(jobs) < n+2 {
+			got := len(jobs)
+			b.Errorf("the new leader lists %d jobs, want %d", got, n+2)
+		}
+	}
+	return took
+}
+
+// durable fails b unless the PostgreSQL server at url flushes every commit to disk.
+func durable(b *testing.B, url string) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, setting := range []string{"fsync", "synchronous_commit", "full_page_writes"} {
+		var v string
+		if err := conn.QueryRow(ctx, "SHOW "+setting).Scan(&v); err != nil {
+			b.Fatal(err)
+		}
+		if v != "on" {
+			b.Fatalf("PostgreSQL's %s is %s, want on for durable figures", setting, v)
+		}
+	}
+}
