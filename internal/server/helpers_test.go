@@ -36,7 +36,7 @@ func newClient(url string) *batch.Client {
 // start runs a real server on a free port in dir and returns it with an SDK client.
 func start(t *testing.T, dir string, grace time.Duration) (*Server, *batch.Client) {
 	t.Helper()
-	s, err := Start(Config{Addr: "127.0.0.1:0", Data: dir, Grace: grace, Logf: t.Logf})
+	s, err := Start(Config{Addr: "127.0.0.1:0", Data: dir, Grace: grace, Logf: t.Logf, StoreURL: onPostgres.store(t, dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
