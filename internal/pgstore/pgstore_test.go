@@ -169,3 +169,62 @@ func TestSchema(t *testing.T) {
 		t.Fatalf("Open of a newer schema = %v", err)
 	}
 }
+
+// TestLocalDeadline: a holder cut off from the database (every byte dropped) gives its
+// lease up on its own clock before the database lets another replica take it: Lost is
+// closed, with the cause, while the lease is still live in the database; a commit then
+// fails with ErrLeaseLost at once, and a commit in flight at the cut fails by the
+// deadline instead of hanging. The same holder takes the lease again, under a new term,
+// once the network heals.
+func TestLocalDeadline(t *testing.T) {
+	url := pgtest.Start(t).NewDatabase(t)
+	px := pgtest.NewProxy(t, url)
+	ctx := context.Background()
+	const ttl = time.Second
+	a, watch := open(t, px.URL, Options{TTL: ttl}), open(t, url, Options{TTL: ttl})
+	la, err := a.Acquire(ctx, holderA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, la, put("before")); err != nil {
+		t.Fatal(err)
+	}
+	px.Cut()
+	inFlight := make(chan error, 1)
+	go func() { inFlight <- a.Commit(ctx, la, put("cut")) }()
+	<-a.Lost()
+	var live bool
+	if err := watch.pool.QueryRow(ctx, `SELECT expires > clock_timestamp() FROM quotashare_lease`).Scan(&live); err != nil {
+		t.Fatal(err)
+	}
+	if !live {
+		t.Error("the cut-off holder gave its lease up only after the database let it expire")
+	}
+	if why := a.LostCause(); why == nil || !strings.Contains(why.Error(), "no renewal of the lease got through") {
+		t.Errorf("LostCause = %v, want no renewal got through", why)
+	}
+	if err := a.Commit(ctx, la, put("after")); !errors.Is(err, quotashare.ErrLeaseLost) {
+		t.Errorf("Commit past the deadline = %v, want ErrLeaseLost", err)
+	}
+	if err := <-inFlight; !errors.Is(err, quotashare.ErrLeaseLost) {
+		t.Errorf("the commit in flight at the cut = %v, want ErrLeaseLost", err)
+	}
+	px.Heal()
+	la2, err := a.Acquire(ctx, holderA)
+	if err != nil {
+		t.Fatalf("Acquire by the same holder once healed: %v", err)
+	}
+	if la2.Term != la.Term+1 {
+		t.Errorf("term %d after %d, want a new term", la2.Term, la.Term)
+	}
+	if err := a.Commit(ctx, la, put("stale")); !errors.Is(err, quotashare.ErrLeaseLost) {
+		t.Errorf("Commit under the old term = %v, want ErrLeaseLost", err)
+	}
+	var keys []string
+	if err := watch.Load(ctx, func(r quotashare.Record) error { keys = append(keys, r.Key); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keys, []string{"before"}) {
+		t.Errorf("stored %v, want only the commit made before the cut", keys)
+	}
+}
