@@ -240,7 +240,7 @@ func kubeConfig(kubeconfig, namespace, options string, grace time.Duration, data
 			return kc, fmt.Errorf("--%w", err)
 		}
 	}
-	client, err := kubeexec.Connect(kubeconfig)
+	client, err := kubeexec.Connect(kubeconfig, kc.APIQPS)
 	if err != nil {
 		return kc, err
 	}

@@ -82,6 +82,10 @@ type Config struct {
 	// Retain is how long the Pods and the Service of a finished attempt are kept, for
 	// their logs and status (default 10 minutes). Their logs are saved to LogDir first.
 	Retain time.Duration
+	// APIQPS is the rate of requests to the API server the client built by Connect
+	// allows, with bursts of twice as many (0: 50 a second). Each attempt of one instance
+	// costs about seven requests from launch to teardown.
+	APIQPS float32
 	// LogDir holds the saved logs of finished attempts: LogDir/<attempt>/<host>/stdout.log.
 	LogDir string
 	// NodeLabel is the node label that selects the instance type (default

@@ -31,6 +31,7 @@ import (
 //	serviceAccount: trainer
 //	imagePullSecrets: [registry]
 //	server: quotashare
+//	apiQPS: 50
 type Options struct {
 	Namespace            string                  `yaml:"namespace"`
 	Server               string                  `yaml:"server"`
@@ -42,6 +43,7 @@ type Options struct {
 	Retain               string                  `yaml:"retain"`
 	ServiceAccount       string                  `yaml:"serviceAccount"`
 	ImagePullSecrets     []string                `yaml:"imagePullSecrets"`
+	APIQPS               *float64                `yaml:"apiQPS"`
 }
 
 // Toleration is a Pod toleration, as in a Pod spec.
@@ -131,6 +133,12 @@ func (o Options) Apply(cfg *Config) error {
 		}
 		*f.to = d
 	}
+	if o.APIQPS != nil {
+		if q := *o.APIQPS; !(q >= 1 && q <= 10000) {
+			return fmt.Errorf("apiQPS: %v must be from 1 to 10000 (requests a second to the API server)", q)
+		}
+		cfg.APIQPS = float32(*o.APIQPS)
+	}
 	if o.ServiceAccount != "" {
 		cfg.ServiceAccount = o.ServiceAccount
 	}
@@ -142,7 +150,8 @@ func (o Options) Apply(cfg *Config) error {
 
 // Connect returns a client for the cluster: from the kubeconfig file if one is given
 // (or KUBECONFIG or ~/.kube/config exists), else the in-cluster configuration of a Pod.
-func Connect(kubeconfig string) (kubernetes.Interface, error) {
+// It allows qps requests a second, with bursts of twice as many (0: 50).
+func Connect(kubeconfig string, qps float32) (kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig
@@ -157,6 +166,9 @@ func Connect(kubeconfig string) (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes configuration: %w", err)
 	}
-	rc.QPS, rc.Burst = 50, 100
+	if qps <= 0 {
+		qps = 50
+	}
+	rc.QPS, rc.Burst = qps, int(2*qps)
 	return kubernetes.NewForConfig(rc)
 }

@@ -25,6 +25,7 @@ unschedulableTimeout: 90s
 retain: 1h
 serviceAccount: trainer
 imagePullSecrets: [registry]
+apiQPS: 200
 `
 	var cfg Config
 	o, err := LoadOptions(write(t, good))
@@ -38,7 +39,7 @@ imagePullSecrets: [registry]
 	want := Config{Namespace: "training", NodeLabel: "example.com/gpu-type", NodeSelector: map[string]string{"pool": "gpu"},
 		Tolerations:          []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 		Types:                map[string]InstanceType{"ml.g5.xlarge": {Node: "a10g-1", GPUs: &one, CPU: "3500m", Memory: "14Gi"}},
-		UnschedulableTimeout: 90 * time.Second, Retain: time.Hour, ServiceAccount: "trainer", PullSecrets: []string{"registry"}}
+		UnschedulableTimeout: 90 * time.Second, Retain: time.Hour, ServiceAccount: "trainer", PullSecrets: []string{"registry"}, APIQPS: 200}
 	if d := cmp.Diff(want, cfg, cmp.FilterPath(func(p cmp.Path) bool { return p.String() == "Client" || p.String() == "Report" || p.String() == "Now" }, cmp.Ignore())); d != "" {
 		t.Errorf("options (-want +got):\n%s", d)
 	}
@@ -58,6 +59,8 @@ imagePullSecrets: [registry]
 		{"unschedulableTimeout: soon", `unschedulableTimeout: "soon" must be a positive duration`},
 		{"retain: -1m", `retain: "-1m" must be a positive duration`},
 		{"server: 'no spaces'", `server: "no spaces" must be a label value`},
+		{"apiQPS: 0", "apiQPS: 0 must be from 1 to 10000"},
+		{"apiQPS: .nan", "apiQPS: NaN must be from 1 to 10000"},
 	} {
 		o, err := LoadOptions(write(t, c.yaml))
 		if err == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -100,6 +101,9 @@ func (s *standby) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 		Transport:     s.transport,
 		FlushInterval: -1, // a followed log streams as it comes
+		// A client that closes its connection before the end of an answer (the SDKs do,
+		// once they have read the JSON) is no error worth a line.
+		ErrorLog: log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			unavailable(w, fmt.Sprintf("replica %s is %s, and could not reach the leader: %v; try again shortly", s.self.ID, role, err))
 		},
