@@ -16,10 +16,10 @@ import (
 )
 
 // TestPostgresFailover: two `quotashare serve --store postgres://...` processes on one
-// database. The first leads; the second stands by (its API not yet serving) until the
-// leader is killed -9 and its lease expires, then loads the state and serves it: every
-// job acknowledged by the first is there, and a resubmitted clientToken makes no
-// duplicate.
+// database. The first leads; the second stands by (forwarding requests to the leader)
+// until the leader is killed -9 and its lease expires, then loads the state and serves
+// it: every job acknowledged by the first is there, and a resubmitted clientToken makes
+// no duplicate.
 func TestPostgresFailover(t *testing.T) {
 	url := pgtest.Start(t).NewDatabase(t)
 	args := []string{"--quiet", "--store", url, "--lease-ttl", "1s"}

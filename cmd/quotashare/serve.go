@@ -98,7 +98,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cfg.NoMetrics = *noMetrics
 	cfg.StoreURL, cfg.LeaseTTL, cfg.AdvertiseAddr = *store, *leaseTTL, *advertise
 	cfg.Standby = func(held error) { // on stderr, --quiet or not: the server is not serving yet
-		fmt.Fprintf(stderr, "quotashare: standing by until the lease is free: %v\n", held)
+		fmt.Fprintf(stderr, "quotashare: standing by until the lease is free (requests here are forwarded to the leader): %v\n", held)
 	}
 	cfg.GPUs = splitList(*gpus)
 	if *gpus == "" {

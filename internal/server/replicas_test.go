@@ -1,8 +1,11 @@
 package server
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
@@ -131,6 +135,32 @@ func TestReplicas(t *testing.T) {
 	id := submit(t, viaB, "q", "j1", "a", 1, "true")
 	if got := waitStatus(t, viaA, id, types.ServiceJobStatusRunning); got.JobName == nil || *got.JobName != "j1" {
 		t.Fatalf("the job submitted through the standby, at the leader: %+v", got)
+	}
+	// The logs endpoint too: through the standby, signed or not, the leader's answer.
+	logs := func(base string, sign bool) string {
+		req, _ := http.NewRequest(http.MethodGet, base+"/logs/"+id, nil)
+		if sign {
+			empty := sha256.Sum256(nil)
+			if err := v4.NewSigner().SignHTTP(ctx, aws.Credentials{AccessKeyID: "AKIDML", SecretAccessKey: "s3cr3t"}, req,
+				hex.EncodeToString(empty[:]), "batch", "us-east-1", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}
+	for _, sign := range []bool{true, false} {
+		if direct, via := logs(a.URL, sign), logs(urlB, sign); direct != via {
+			t.Errorf("logs (signed: %v) from the leader %q, through the standby %q", sign, direct, via)
+		}
+	}
+	if got := logs(urlB, false); !strings.HasPrefix(got, "4") {
+		t.Errorf("unsigned logs through the standby: %q, want refused", got)
 	}
 	// The signature is checked by the leader, over the headers the client sent.
 	var ae smithy.APIError
