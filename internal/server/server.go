@@ -389,8 +389,8 @@ func (s *Server) follow(ctx context.Context) {
 			why = err.Error()
 		}
 		s.standby.forget(why)
-		var h http.Handler = s.standby
-		s.handler.Store(&h)
+		standbyHandler := http.Handler(s.standby)
+		s.handler.Store(&standbyHandler)
 		s.cur.Store(nil)
 		l.engine.Close()
 		l.exec.Close()
@@ -411,6 +411,7 @@ func (s *Server) follow(ctx context.Context) {
 				break
 			}
 			s.standby.forget(fmt.Sprintf("taking the store's lease failed: %v", err))
+			s.handler.Store(&standbyHandler) // not the loading handler of a load that failed
 			if time.Since(said) >= 30*time.Second {
 				said = time.Now()
 				s.cfg.Logf("quotashare: taking the store's lease: %v; trying again every %v", err, s.leaseWait.Round(time.Millisecond))
