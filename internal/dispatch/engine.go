@@ -282,13 +282,14 @@ func (e *Engine) recoverAttempts() error {
 func (e *Engine) actLoop() {
 	defer close(e.actDone)
 	for batch := range e.actq {
-		e.mu.Lock()
-		deposed := e.deposed
-		e.mu.Unlock()
-		if deposed { // another server acts now: this one calls the executor no more
-			continue
-		}
 		for _, a := range batch {
+			// Checked before every call, not once a batch: a batch of launches on a
+			// cluster can take seconds, and once deposed, another server may act.
+			select {
+			case <-e.gone: // this one calls the executor no more
+				continue
+			default:
+			}
 			a(e.exec)
 		}
 	}

@@ -263,3 +263,57 @@ func TestSecondEngineRefused(t *testing.T) {
 		}
 	})
 }
+
+// gate is a recorder whose Start blocks, once armed, until released.
+type gate struct {
+	recorder
+	armed   bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (x *gate) Start(a quotashare.AttemptSpec) error {
+	x.mu.Lock()
+	armed := x.armed
+	x.armed = false
+	x.mu.Unlock()
+	if armed {
+		close(x.entered)
+		<-x.release
+	}
+	return x.recorder.Start(a)
+}
+
+// TestDeposedMidBatch: an engine deposed while it hands the executor one committed batch
+// of launches makes none of the batch's calls after that moment (on a cluster a batch
+// can take seconds, and another server may act by then).
+func TestDeposedMidBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := storetest.NewMemory()
+		x := &gate{entered: make(chan struct{}), release: make(chan struct{})}
+		e := openMemory(t, m, x)
+		setupQueue(t, e, 4)
+		mustOK[quotashare.Environment](t)(e.UpdateEnvironment("e", "", []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}))
+		for _, n := range []string{"j1", "j2", "j3", "j4"} {
+			mustOK[quotashare.Job](t)(submit(e, n))
+		}
+		synctest.Wait()
+		if starts, _ := x.calls(); len(starts) != 1 {
+			t.Fatalf("%d starts on one instance, want 1", len(starts))
+		}
+		x.mu.Lock()
+		x.armed = true
+		x.mu.Unlock()
+		// Room for the three waiting jobs: one pass, one batch of three launches, the
+		// first of which blocks.
+		mustOK[quotashare.Environment](t)(e.UpdateEnvironment("e", "", []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 4}}))
+		<-x.entered
+		m.Steal(quotashare.LeaseHolder{ID: "other", PID: 2, Addr: "127.0.0.1:2"})
+		<-e.Deposed()
+		close(x.release)
+		synctest.Wait()
+		if starts, _ := x.calls(); len(starts) != 2 {
+			t.Fatalf("%d starts, want 2: the one in flight when deposed, and none after", len(starts))
+		}
+	})
+}
