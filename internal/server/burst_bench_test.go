@@ -41,6 +41,7 @@ func BenchmarkBurst(b *testing.B) {
 		x := &startClock{starts: map[string]time.Time{}}
 		s, _ := benchServer(b, total, func(r func(quotashare.Report)) quotashare.Executor { x.report = r; return x })
 		sent := make([]time.Time, total)
+		acked := make([]time.Time, total)
 		ids := make([]string, total)
 		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 		var next atomic.Int64
@@ -68,6 +69,7 @@ func BenchmarkBurst(b *testing.B) {
 						return
 					}
 					ids[i] = out.JobID
+					acked[i] = time.Now()
 				}
 			}()
 		}
@@ -94,6 +96,16 @@ func BenchmarkBurst(b *testing.B) {
 			}
 		}
 		x.mu.Unlock()
+		var toAck, ackToStart []time.Duration
+		x.mu.Lock()
+		for i, id := range ids {
+			toAck = append(toAck, acked[i].Sub(sent[i]))
+			ackToStart = append(ackToStart, x.starts[id].Sub(acked[i]))
+		}
+		x.mu.Unlock()
+		slices.Sort(toAck)
+		slices.Sort(ackToStart)
+		b.Logf("send->ack p50 %v p99 %v; ack->start p50 %v p99 %v", toAck[total/2], toAck[total*99/100], ackToStart[total/2], ackToStart[total*99/100])
 		slices.Sort(lat)
 		b.ReportMetric(float64(total)/last.Sub(began).Seconds(), "admissions/s")
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
