@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ func TestPostgresFailover(t *testing.T) {
 		ids[tok] = aws.ToString(out.JobId)
 	}
 
-	// The standby says it stands by, naming the leader, before it serves anything.
+	// The standby says it stands by, naming the leader.
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -61,22 +62,39 @@ func TestPostgresFailover(t *testing.T) {
 		for errs.Scan() {
 		}
 	}()
-	leader.cmd.Process.Kill()
-	leader.cmd.Wait()
 	outs := bufio.NewScanner(stdout)
-	if !outs.Scan() { // serving once the killed leader's lease expired
+	if !outs.Scan() {
 		t.Fatal("the standby ended without serving")
 	}
 	url, ok := strings.CutPrefix(outs.Text(), "quotashare listening on ")
-	if !ok {
-		t.Fatalf("the standby's first line %q does not give the URL", outs.Text())
+	if !ok || !strings.Contains(url, "standing by") {
+		t.Fatalf("the standby's first line %q does not give the URL and say it stands by", outs.Text())
 	}
 	url, _, _ = strings.Cut(url, " ")
 	go func() {
 		for outs.Scan() {
 		}
 	}()
+	// Through the standby, the leader answers.
 	c = sdk(url)
+	if _, err := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(ids["tok-0"])}); err != nil {
+		t.Fatalf("a request through the standby: %v", err)
+	}
+	leader.cmd.Process.Kill()
+	leader.cmd.Wait()
+	// The standby leads once the killed leader's lease has expired.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the standby does not lead a minute after the leader was killed")
+		}
+	}
 	for tok, id := range ids {
 		d, err := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(id)})
 		if err != nil {

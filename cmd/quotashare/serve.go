@@ -192,7 +192,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	announce("quotashare listening on %s (data in %s)", s.URL, *data)
+	if s.Leading() || *store == "" {
+		announce("quotashare listening on %s (data in %s)", s.URL, *data)
+	} else {
+		announce("quotashare listening on %s (standing by: requests are forwarded to the leader until this replica takes the lease)", s.URL)
+	}
 	if *creds == "" {
 		announce("requests are not authenticated (give --credentials to require AWS SigV4 signatures)")
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -119,13 +118,12 @@ func failover(b *testing.B, pg *pgtest.Server, n int) time.Duration {
 	cfgB := Config{Addr: "127.0.0.1:0", Data: b.TempDir(), StoreURL: db, NewExecutor: func(r func(quotashare.Report)) (quotashare.Executor, error) {
 		return hold(r), nil
 	}}
-	// The standby's Start returns once it leads.
-	lnB, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
+	led := make(chan struct{}, 1)
+	cfgB.Logf = func(f string, _ ...any) {
+		if strings.Contains(f, "took the store's lease") {
+			led <- struct{}{}
+		}
 	}
-	urlB := "http://" + lnB.Addr().String()
-	cfgB.Listener = lnB
 	standing := make(chan struct{}, 1)
 	cfgB.Standby = func(error) {
 		select {
@@ -133,14 +131,12 @@ func failover(b *testing.B, pg *pgtest.Server, n int) time.Duration {
 		default:
 		}
 	}
-	led := make(chan *Server, 1)
-	go func() {
-		s, err := Start(cfgB)
-		if err != nil {
-			b.Error(err)
-		}
-		led <- s
-	}()
+	sb, err := Start(cfgB) // returns once it stands by
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sb.Close() })
+	urlB := sb.URL
 	c := sdkbench.Client(urlB)
 	c = batch.New(c.Options(), func(o *batch.Options) { o.RetryMaxAttempts = 1 })
 	<-standing
@@ -162,12 +158,9 @@ func failover(b *testing.B, pg *pgtest.Server, n int) time.Duration {
 		time.Sleep(20 * time.Millisecond) // a client's retry
 	}
 	took := time.Since(cut)
-	if s := <-led; s != nil {
-		b.Cleanup(func() { s.Close() })
-		if jobs, _, err := s.Engine().ListJobs(listAll("q"), 0, n+10); err != nil || len(jobs) < n+2 {
-			got := len(jobs)
-			b.Errorf("the new leader lists %d jobs, want %d", got, n+2)
-		}
+	<-led
+	if jobs, _, err := sb.Engine().ListJobs(listAll("q"), 0, n+10); err != nil || len(jobs) < n+2 {
+		b.Errorf("the new leader lists %d jobs (%v), want %d", len(jobs), err, n+2)
 	}
 	return took
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -98,33 +97,27 @@ func TestReplicas(t *testing.T) {
 	}
 	defer a.Close()
 
-	lnB, err := net.Listen("tcp", "127.0.0.1:0")
+	heardB := make(chan error, 10)
+	cfgB := replicaConfig(t, "b", url, creds, l)
+	cfgB.Standby = func(err error) { heardB <- err }
+	ledB := make(chan struct{}, 1)
+	logB := cfgB.Logf
+	cfgB.Logf = func(f string, a ...any) {
+		if strings.Contains(f, "took the store's lease") {
+			ledB <- struct{}{}
+		}
+		logB(f, a...)
+	}
+	// Start returns once B serves: as a standby, forwarding to A.
+	b, err := Start(cfgB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	urlB := "http://" + lnB.Addr().String()
-	heardB := make(chan error, 10)
-	cfgB := replicaConfig(t, "b", url, creds, l)
-	cfgB.Listener, cfgB.Standby = lnB, func(err error) { heardB <- err }
-	started := make(chan *Server, 1)
-	go func() {
-		b, err := Start(cfgB)
-		if err != nil {
-			t.Error(err)
-		}
-		started <- b
-	}()
-	var b *Server
-	defer func() {
-		if b == nil {
-			// B still stands by: closing A frees the lease, so B's Start returns.
-			a.Close()
-			b = <-started
-		}
-		if b != nil {
-			b.Close()
-		}
-	}()
+	defer b.Close()
+	if b.Leading() || b.Engine() != nil {
+		t.Fatal("the second replica leads while the first holds the lease")
+	}
+	urlB := b.URL
 	if err := <-heardB; !errors.Is(err, quotashare.ErrLeaseHeld) || !strings.Contains(err.Error(), strings.TrimPrefix(a.URL, "http://")) {
 		t.Fatalf("the standby heard %v, want the lease held by %s", err, a.URL)
 	}
@@ -194,10 +187,7 @@ func TestReplicas(t *testing.T) {
 	deposed := make(chan time.Time, 1)
 	go func(d <-chan struct{}) { <-d; deposed <- time.Now() }(a.Engine().Deposed())
 	px.Cut()
-	b = <-started
-	if b == nil {
-		t.FailNow()
-	}
+	<-ledB
 	var depAt time.Time
 	select {
 	case depAt = <-deposed:
@@ -258,7 +248,7 @@ func TestStoreUnreachable(t *testing.T) {
 	back := make(chan struct{}, 1)
 	logf := cfg.Logf
 	cfg.Logf = func(f string, a ...any) {
-		if strings.Contains(f, "holds the store's lease again") {
+		if strings.Contains(f, "took the store's lease") {
 			back <- struct{}{}
 		}
 		logf(f, a...)

@@ -275,36 +275,52 @@ func Start(cfg Config) (*Server, error) {
 	s.standby = newStandby(s.holder, s.metricsHandler())
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	l, err := s.lead(ctx)
+	if s.leaseWait > 0 {
+		// A shared store: Start returns once this replica serves, as the leader or as a
+		// standby; follow goes on from there for the server's life.
+		serving := make(chan error, 1)
+		go s.follow(ctx, serving)
+		if err := <-serving; err != nil {
+			cancel()
+			<-s.followed
+			store.Close()
+			return fail(err)
+		}
+		return s, nil
+	}
+	close(s.followed)
+	l, err := s.lead(ctx, nil)
 	if err != nil {
 		cancel()
 		store.Close()
 		return fail(err)
 	}
 	s.install(l)
-	if s.leaseWait > 0 {
-		go s.follow(ctx)
-	} else {
-		close(s.followed)
-	}
 	return s, nil
 }
 
-// lead waits for the store's lease (standing by meanwhile on a shared store), loads the
-// state, recovers the attempts through a new executor, and builds the handler that
-// serves them.
-func (s *Server) lead(ctx context.Context) (*leadership, error) {
+// Leading says whether this server holds the store's lease and serves from its own state
+// (false while it stands by and forwards requests to the leader).
+func (s *Server) Leading() bool { return s.cur.Load() != nil }
+
+// lead waits for the store's lease (standing by meanwhile on a shared store: standingBy,
+// if set, hears when it begins), loads the state, recovers the attempts through a new
+// executor, and builds the handler that serves them.
+func (s *Server) lead(ctx context.Context, standingBy func()) (*leadership, error) {
 	cfg := s.cfg
 	var observe dispatch.Observer = s.mets
 	if cfg.NoMetrics {
 		observe = nil
 	}
-	standingBy := false
+	waiting := false
 	standby := func(err error) {
-		if !standingBy {
-			standingBy = true
+		if !waiting {
+			waiting = true
 			var h http.Handler = s.standby
 			s.handler.Store(&h)
+			if standingBy != nil {
+				standingBy()
+			}
 		}
 		if s.standby.heard(err) {
 			if cfg.Standby != nil {
@@ -370,45 +386,36 @@ func (s *Server) install(l *leadership) {
 	s.handler.Store(&l.handler)
 }
 
-// follow waits for the engine to be deposed (the lease lost: another replica took it,
-// or no renewal got through in time), then stands by, forwarding requests to the new
-// leader, until it takes the lease again. It returns when ctx ends (Close).
-func (s *Server) follow(ctx context.Context) {
+// follow runs a replica on a shared store for the server's life: it takes the lease
+// (standing by, forwarding requests to the leader, while another replica holds it), serves
+// as the leader until the lease is lost (another replica took it, or no renewal got
+// through in time), stands by again, and so on, until ctx ends (Close). serving hears
+// once, when the replica first serves (nil) or fails to start (the error).
+func (s *Server) follow(ctx context.Context, serving chan<- error) {
 	defer close(s.followed)
+	started := false
+	start := func(err error) {
+		if !started {
+			started = true
+			serving <- err
+		}
+	}
+	standbyHandler := http.Handler(s.standby)
+	var said time.Time // when a failure to take the lease was last logged
 	for {
-		l := s.cur.Load()
-		select {
-		case <-ctx.Done():
-			return
-		case <-l.engine.Deposed():
-		}
-		// Answer as a standby at once: the engine refuses requests already, and the
-		// replica that takes the lease over will serve them.
-		why := "it lost the store's lease"
-		if err := l.engine.Health(); err != nil {
-			why = err.Error()
-		}
-		s.standby.forget(why)
-		standbyHandler := http.Handler(s.standby)
-		s.handler.Store(&standbyHandler)
-		s.cur.Store(nil)
-		l.engine.Close()
-		l.exec.Close()
-		s.cfg.Logf("quotashare: this replica lost the store's lease; standing by to take it again")
-		var said time.Time // when a failure to take the lease was last logged
-		for {
-			nl, err := s.lead(ctx)
-			if ctx.Err() != nil {
-				if nl != nil {
-					nl.engine.Close()
-					nl.exec.Close()
-				}
-				return
+		l, err := s.lead(ctx, func() { start(nil) })
+		if ctx.Err() != nil {
+			if l != nil {
+				l.engine.Close()
+				l.exec.Close()
 			}
-			if err == nil {
-				s.install(nl)
-				s.cfg.Logf("quotashare: this replica holds the store's lease again and serves")
-				break
+			start(ctx.Err())
+			return
+		}
+		if err != nil {
+			if !started {
+				start(err) // at start-up, as on SQLite: the caller hears why
+				return
 			}
 			s.standby.forget(fmt.Sprintf("taking the store's lease failed: %v", err))
 			s.handler.Store(&standbyHandler) // not the loading handler of a load that failed
@@ -421,7 +428,31 @@ func (s *Server) follow(ctx context.Context) {
 				return
 			case <-time.After(s.leaseWait):
 			}
+			continue
 		}
+		s.install(l)
+		if started {
+			s.cfg.Logf("quotashare: this replica took the store's lease (term %d) and serves", l.engine.Lease().Term)
+		}
+		start(nil)
+		said = time.Time{}
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.engine.Deposed():
+		}
+		// Answer as a standby at once: the engine refuses requests already, and the
+		// replica that takes the lease over will serve them.
+		why := "it lost the store's lease"
+		if err := l.engine.Health(); err != nil {
+			why = err.Error()
+		}
+		s.standby.forget(why)
+		s.handler.Store(&standbyHandler)
+		s.cur.Store(nil)
+		l.engine.Close()
+		l.exec.Close()
+		s.cfg.Logf("quotashare: this replica lost the store's lease; standing by to take it again")
 	}
 }
 
