@@ -174,6 +174,21 @@ func msp(t time.Time) *int64 {
 	return &v
 }
 
+// disabledOf reads an ENABLED/DISABLED field: nil when it is left out.
+func disabledOf(field, v string) (*bool, error) {
+	var off bool
+	switch v {
+	case "":
+		return nil, nil
+	case "ENABLED":
+	case "DISABLED":
+		off = true
+	default:
+		return nil, quotashare.Errorf(quotashare.Invalid, "%s: %q must be ENABLED or DISABLED", field, v)
+	}
+	return &off, nil
+}
+
 func enabled(disabled bool) string {
 	if disabled {
 		return "DISABLED"

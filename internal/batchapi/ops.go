@@ -68,8 +68,12 @@ func (h *Handler) createEnv(in *envIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	disabled, err := disabledOf("state", in.State)
+	if err != nil {
+		return nil, err
+	}
 	v, err := h.e.CreateEnvironment(dispatch.EnvironmentInput{Name: in.ServiceEnvironmentName, Type: in.ServiceEnvironmentType,
-		State: in.State, Limits: limits, Tags: in.Tags})
+		Disabled: disabled, Limits: limits, Tags: in.Tags})
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +88,11 @@ func (h *Handler) updateEnv(in *envUpdateIn) (any, error) {
 	if in.ServiceEnvironment == "" {
 		return nil, quotashare.Errorf(quotashare.Invalid, "serviceEnvironment: is required")
 	}
-	v, err := h.e.UpdateEnvironment(in.ServiceEnvironment, in.State, limits)
+	disabled, err := disabledOf("state", in.State)
+	if err != nil {
+		return nil, err
+	}
+	v, err := h.e.UpdateEnvironment(in.ServiceEnvironment, disabled, limits)
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +130,12 @@ func (h *Handler) deleteEnv(in *envRefIn) (any, error) {
 
 // ---- job queues ----
 
-func queueInput(in *queueIn) dispatch.QueueInput {
-	q := dispatch.QueueInput{Name: in.JobQueueName, State: in.State, Type: in.JobQueueType, PolicyARN: in.SchedulingPolicyArn,
+func queueInput(in *queueIn) (dispatch.QueueInput, error) {
+	disabled, err := disabledOf("state", in.State)
+	if err != nil {
+		return dispatch.QueueInput{}, err
+	}
+	q := dispatch.QueueInput{Name: in.JobQueueName, Disabled: disabled, Type: in.JobQueueType, PolicyARN: in.SchedulingPolicyArn,
 		Priority: intPtr(in.Priority), EnvOrderSet: in.ServiceEnvironmentOrder != nil, ComputeEnvironments: len(in.ComputeEnvironmentOrder), Tags: in.Tags}
 	for _, o := range in.ServiceEnvironmentOrder {
 		q.EnvOrder = append(q.EnvOrder, dispatch.EnvOrder{Order: int(o.Order), Environment: o.ServiceEnvironment})
@@ -135,11 +147,15 @@ func queueInput(in *queueIn) dispatch.QueueInput {
 				MaxTimeSeconds: int(a.MaxTimeSeconds), Action: a.Action})
 		}
 	}
-	return q
+	return q, nil
 }
 
 func (h *Handler) createQueue(in *queueIn) (any, error) {
-	q, err := h.e.CreateQueue(queueInput(in))
+	qin, err := queueInput(in)
+	if err != nil {
+		return nil, err
+	}
+	q, err := h.e.CreateQueue(qin)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +166,11 @@ func (h *Handler) updateQueue(in *queueIn) (any, error) {
 	if in.JobQueue == "" {
 		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
 	}
-	q, err := h.e.UpdateQueue(in.JobQueue, queueInput(in))
+	qin, err := queueInput(in)
+	if err != nil {
+		return nil, err
+	}
+	q, err := h.e.UpdateQueue(in.JobQueue, qin)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +219,11 @@ func shareInput(in *shareIn) (dispatch.ShareInput, error) {
 	if err != nil {
 		return dispatch.ShareInput{}, err
 	}
-	s := dispatch.ShareInput{Name: in.QuotaShareName, Queue: in.JobQueue, Limits: limits, State: in.State, Tags: in.Tags}
+	disabled, err := disabledOf("state", in.State)
+	if err != nil {
+		return dispatch.ShareInput{}, err
+	}
+	s := dispatch.ShareInput{Name: in.QuotaShareName, Queue: in.JobQueue, Limits: limits, Disabled: disabled, Tags: in.Tags}
 	if rc := in.ResourceSharingConfiguration; rc != nil {
 		s.Strategy, s.BorrowLimit = quotashare.Strategy(rc.Strategy), intPtr(rc.BorrowLimit)
 		if rc.Strategy == "" {
@@ -207,10 +231,15 @@ func shareInput(in *shareIn) (dispatch.ShareInput, error) {
 		}
 	}
 	if pc := in.PreemptionConfiguration; pc != nil {
-		s.InSharePreemption = pc.InSharePreemption
 		if pc.InSharePreemption == "" {
 			return s, quotashare.Errorf(quotashare.Invalid, "preemptionConfiguration.inSharePreemption: is required (ENABLED or DISABLED)")
 		}
+		disabled, err := disabledOf("preemptionConfiguration.inSharePreemption", pc.InSharePreemption)
+		if err != nil {
+			return s, err
+		}
+		on := !*disabled
+		s.InSharePreemption = &on
 	}
 	if m := in.QuotashareMinRunTime; m != nil {
 		if m.Seconds == nil {
@@ -251,6 +280,9 @@ func (h *Handler) createShare(in *shareIn) (any, error) {
 	}
 	if in.JobQueue == "" {
 		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	}
+	if sin.InSharePreemption == nil {
+		return nil, quotashare.Errorf(quotashare.Invalid, "preemptionConfiguration.inSharePreemption: is required (ENABLED or DISABLED)")
 	}
 	s, err := h.e.CreateShare(sin)
 	if err != nil {

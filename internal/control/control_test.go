@@ -77,11 +77,11 @@ func world(t *testing.T) (*State, map[string]string) {
 	prio := 1
 	ok[quotashare.Queue](t)(s.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
 		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}}))
-	ok[quotashare.QuotaShare](t)(s.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+	ok[quotashare.QuotaShare](t)(s.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 2}}}))
 	hundred := 100
 	ok[quotashare.QuotaShare](t)(s.CreateShare(ShareInput{Name: "b", Queue: "q", Strategy: quotashare.LendAndBorrow, BorrowLimit: &hundred,
-		InSharePreemption: "ENABLED", Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+		InSharePreemption: new(true), Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
 	ids := map[string]string{}
 	for _, j := range []struct {
 		name, share string
@@ -191,14 +191,14 @@ func TestCommands(t *testing.T) {
 			return err
 		}, "capacityLimits[0].maxCapacity: 0 must be at least 1", nil},
 		{"grow environment", func(s *State, _ map[string]string) error {
-			_, err := s.UpdateEnvironment("e", "", []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 4}})
+			_, err := s.UpdateEnvironment("e", nil, []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 4}})
 			return err
 		}, "", []string{"environment e"}},
 		{"delete enabled environment", func(s *State, _ map[string]string) error {
 			return s.DeleteEnvironment("e")
 		}, "serviceEnvironment: e is ENABLED; set its state to DISABLED first", nil},
 		{"disable environment", func(s *State, _ map[string]string) error {
-			_, err := s.UpdateEnvironment("e", "DISABLED", nil)
+			_, err := s.UpdateEnvironment("e", new(true), nil)
 			return err
 		}, "", []string{"environment e"}},
 		{"create queue without policy", func(s *State, _ map[string]string) error {
@@ -232,25 +232,25 @@ func TestCommands(t *testing.T) {
 			return s.DeleteQueue("q")
 		}, "jobQueue: q is ENABLED; set its state to DISABLED first", nil},
 		{"create share", func(s *State, _ map[string]string) error {
-			_, err := s.CreateShare(ShareInput{Name: "c", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: "DISABLED",
+			_, err := s.CreateShare(ShareInput{Name: "c", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: new(false),
 				Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}})
 			return err
 		}, "", []string{"share q/c"}},
 		{"create share twice", func(s *State, _ map[string]string) error {
-			_, err := s.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: "DISABLED",
+			_, err := s.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: new(false),
 				Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}})
 			return err
 		}, "already exists", nil},
 		{"share borrow limit on LEND", func(s *State, _ map[string]string) error {
-			_, err := s.CreateShare(ShareInput{Name: "c", Queue: "q", Strategy: quotashare.Lend, BorrowLimit: &one, InSharePreemption: "DISABLED",
+			_, err := s.CreateShare(ShareInput{Name: "c", Queue: "q", Strategy: quotashare.Lend, BorrowLimit: &one, InSharePreemption: new(false),
 				Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}})
 			return err
 		}, "resourceSharingConfiguration.borrowLimit: applies only to strategy LEND_AND_BORROW", nil},
-		{"share bad in-share preemption", func(s *State, _ map[string]string) error {
-			_, err := s.CreateShare(ShareInput{Name: "c", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: "MAYBE",
+		{"share without in-share preemption", func(s *State, _ map[string]string) error {
+			_, err := s.CreateShare(ShareInput{Name: "c", Queue: "q", Strategy: quotashare.Reserve,
 				Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}})
 			return err
-		}, "preemptionConfiguration.inSharePreemption", nil},
+		}, "preemptionConfiguration.inSharePreemption: is required", nil},
 		{"update share limit", func(s *State, _ map[string]string) error {
 			_, err := s.UpdateShare(shareB, ShareInput{Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 2}}})
 			return err
@@ -564,7 +564,7 @@ func TestDeleteShare(t *testing.T) {
 	if err := s.DeleteShare(shareA); err == nil || !strings.Contains(err.Error(), "set its state to DISABLED first") {
 		t.Fatalf("deleting an enabled share: %v", err)
 	}
-	ok[quotashare.QuotaShare](t)(s.UpdateShare(shareA, ShareInput{State: "DISABLED"}))
+	ok[quotashare.QuotaShare](t)(s.UpdateShare(shareA, ShareInput{Disabled: new(true)}))
 	if _, err := submitTo(s, "x", "a", 1, 1); err == nil || !strings.Contains(err.Error(), "is DISABLED and accepts no new jobs") {
 		t.Fatalf("submitting to a disabled share: %v", err)
 	}

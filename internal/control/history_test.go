@@ -59,7 +59,7 @@ func poolOf(t fataler, s *State, capacity int, shares ...string) {
 		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}})
 	check(t, err)
 	for _, name := range shares {
-		_, err = s.CreateShare(ShareInput{Name: name, Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: "DISABLED",
+		_, err = s.CreateShare(ShareInput{Name: name, Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: new(false),
 			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: capacity / len(shares)}}})
 		check(t, err)
 	}
@@ -247,7 +247,7 @@ func testListMatchesScan(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s := freshWith(t, Config{RetainFinished: time.Hour, SweepBatch: 3})
 		pool(rt, s)
-		_, err := s.CreateShare(ShareInput{Name: "b", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: "DISABLED",
+		_, err := s.CreateShare(ShareInput{Name: "b", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: new(false),
 			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}})
 		check(rt, err)
 		// jobs are every job the state should still hold, by id.
@@ -614,10 +614,10 @@ func TestReclaimWait(t *testing.T) {
 	prio := 1
 	ok[quotashare.Queue](t)(s.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
 		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}}))
-	ok[quotashare.QuotaShare](t)(s.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+	ok[quotashare.QuotaShare](t)(s.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
 	hundred := 100
-	ok[quotashare.QuotaShare](t)(s.CreateShare(ShareInput{Name: "b", Queue: "q", Strategy: quotashare.LendAndBorrow, BorrowLimit: &hundred, InSharePreemption: "DISABLED",
+	ok[quotashare.QuotaShare](t)(s.CreateShare(ShareInput{Name: "b", Queue: "q", Strategy: quotashare.LendAndBorrow, BorrowLimit: &hundred, InSharePreemption: new(false),
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
 	b1 := ok[quotashare.Job](t)(submitTo(s, "b1", "b", 1, 1))
 	b2 := ok[quotashare.Job](t)(submitTo(s, "b2", "b", 1, 1)) // borrows a's instance

@@ -43,17 +43,12 @@ func checkName(field, v string) error {
 	return nil
 }
 
-// state parses an ENABLED/DISABLED field; "" gives def.
-func state(field, v string, def bool) (disabled bool, err error) {
-	switch v {
-	case "":
-		return def, nil
-	case "ENABLED":
-		return false, nil
-	case "DISABLED":
-		return true, nil
+// given is *v if v is set, else def: a flag an update may leave out.
+func given(v *bool, def bool) bool {
+	if v == nil {
+		return def
 	}
-	return false, invalid("%s: %q must be ENABLED or DISABLED", field, v)
+	return *v
 }
 
 // CheckTags validates a tag map as AWS does: at most 50, keys 1-128, values at most 256.
@@ -187,9 +182,11 @@ func (e *State) DeletePolicy(arn string) error {
 
 // EnvironmentInput is CreateServiceEnvironment's request.
 type EnvironmentInput struct {
-	Name, Type, State string
-	Limits            []quotashare.Demand
-	Tags              map[string]string
+	Name, Type string
+	// Disabled: the environment's state (nil: ENABLED).
+	Disabled *bool
+	Limits   []quotashare.Demand
+	Tags     map[string]string
 }
 
 // checkTypes refuses capacity limits of instance types the server does not know.
@@ -264,10 +261,7 @@ func (e *State) CreateEnvironment(in EnvironmentInput) (out quotashare.Environme
 	if err := e.checkTypes(in.Limits); err != nil {
 		return out, err
 	}
-	disabled, err := state("state", in.State, false)
-	if err != nil {
-		return out, err
-	}
+	disabled := given(in.Disabled, false)
 	if err := CheckTags("tags", in.Tags); err != nil {
 		return out, err
 	}
@@ -296,7 +290,7 @@ func (e *State) queueOfEnv(arn string) *queueState {
 
 // UpdateEnvironment changes an environment's state and/or limits (nil keeps them). A
 // limit lowered below usage preempts at the next pass, borrowed capacity first.
-func (e *State) UpdateEnvironment(ref, st string, limits []quotashare.Demand) (out quotashare.Environment, err error) {
+func (e *State) UpdateEnvironment(ref string, disabled *bool, limits []quotashare.Demand) (out quotashare.Environment, err error) {
 	arn, err := e.ref("serviceEnvironment", "service-environment", ref)
 	if err != nil {
 		return out, err
@@ -314,10 +308,7 @@ func (e *State) UpdateEnvironment(ref, st string, limits []quotashare.Demand) (o
 		if v == nil {
 			return quotashare.Errorf(quotashare.NotFound, "serviceEnvironment: %s does not exist", ref)
 		}
-		disabled, err := state("state", st, v.Disabled)
-		if err != nil {
-			return err
-		}
+		disabled := given(disabled, v.Disabled)
 		qs := e.queueOfEnv(arn)
 		if limits != nil && qs != nil {
 			if countsInstances(limits) != qs.fifo() {
@@ -423,14 +414,16 @@ type EnvOrder struct {
 // QueueInput is CreateJobQueue's request, and UpdateJobQueue's where the pointers and
 // the Set flags say what is given.
 type QueueInput struct {
-	Name, State, Type, PolicyARN string
-	Priority                     *int
-	EnvOrder                     []EnvOrder
-	EnvOrderSet                  bool
-	ComputeEnvironments          int
-	TimeLimitActions             []quotashare.TimeLimitAction
-	TimeLimitActionsSet          bool
-	Tags                         map[string]string
+	Name, Type, PolicyARN string
+	// Disabled: the queue's state (nil: ENABLED at create, unchanged at update).
+	Disabled            *bool
+	Priority            *int
+	EnvOrder            []EnvOrder
+	EnvOrderSet         bool
+	ComputeEnvironments int
+	TimeLimitActions    []quotashare.TimeLimitAction
+	TimeLimitActionsSet bool
+	Tags                map[string]string
 }
 
 var timeLimitReasons = []string{"CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"}
@@ -501,10 +494,7 @@ func (e *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 	if in.ComputeEnvironments > 0 {
 		return out, invalid("computeEnvironmentOrder: a SAGEMAKER_TRAINING queue takes a serviceEnvironmentOrder, not compute environments")
 	}
-	disabled, err := state("state", in.State, false)
-	if err != nil {
-		return out, err
-	}
+	disabled := given(in.Disabled, false)
 	if err := checkTimeLimitActions(in.TimeLimitActions); err != nil {
 		return out, err
 	}
@@ -568,10 +558,7 @@ func (e *State) UpdateQueue(ref string, in QueueInput) (out quotashare.Queue, er
 		if qs == nil {
 			return quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", ref)
 		}
-		disabled, err := state("state", in.State, qs.q.Disabled)
-		if err != nil {
-			return err
-		}
+		disabled := given(in.Disabled, qs.q.Disabled)
 		if in.PolicyARN != "" {
 			if qs.fifo() {
 				return invalid("schedulingPolicyArn: job queue %s is FIFO (created without a scheduling policy) and cannot take one", qs.q.Name)

@@ -19,29 +19,18 @@ type ShareInput struct {
 	Limits            []quotashare.Demand
 	Strategy          quotashare.Strategy
 	BorrowLimit       *int
-	InSharePreemption string
+	InSharePreemption *bool
 	// MinRunTime, if not nil, sets quotashare's minimum run time before preemption.
 	MinRunTime *MinRunTime
-	State      string
-	Tags       map[string]string
+	// Disabled: the share's state (nil: ENABLED at create, unchanged at update).
+	Disabled *bool
+	Tags     map[string]string
 }
 
 // MinRunTime is quotashare's minimum run time before preemption, as a request sets it.
 type MinRunTime struct {
 	Seconds        int
 	AgainstReclaim bool
-}
-
-func inShare(v string, def bool) (bool, error) {
-	switch v {
-	case "":
-		return def, nil
-	case "ENABLED":
-		return true, nil
-	case "DISABLED":
-		return false, nil
-	}
-	return false, invalid("preemptionConfiguration.inSharePreemption: %q must be ENABLED or DISABLED", v)
 }
 
 func checkShareLimits(limits []quotashare.Demand) error {
@@ -78,19 +67,14 @@ func shareConfig(cur quotashare.QuotaShare, in ShareInput, creating bool) (quota
 	} else if creating {
 		cur.BorrowLimit = quotashare.UnlimitedBorrow
 	}
-	var err error
-	if cur.InSharePreemption, err = inShare(in.InSharePreemption, cur.InSharePreemption); err != nil {
-		return cur, err
-	}
+	cur.InSharePreemption = given(in.InSharePreemption, cur.InSharePreemption)
 	if m := in.MinRunTime; m != nil {
 		if m.Seconds < 0 || time.Duration(m.Seconds) > sched.MaxMinRunTime/time.Second {
 			return cur, invalid("quotashareMinRunTime.seconds: %d must be from 0 to %d", m.Seconds, int(sched.MaxMinRunTime/time.Second))
 		}
 		cur.MinRunTime, cur.MinRunTimeAgainstReclaim = time.Duration(m.Seconds)*time.Second, m.AgainstReclaim
 	}
-	if cur.Disabled, err = state("state", in.State, cur.Disabled); err != nil {
-		return cur, err
-	}
+	cur.Disabled = given(in.Disabled, cur.Disabled)
 	if err := sched.CheckShare(schedShare(&cur)); err != nil {
 		return cur, invalid("%v", err)
 	}
@@ -117,8 +101,8 @@ func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error
 	if in.Strategy == "" {
 		return out, invalid("resourceSharingConfiguration.strategy: is required (RESERVE, LEND or LEND_AND_BORROW)")
 	}
-	if in.InSharePreemption == "" {
-		return out, invalid("preemptionConfiguration.inSharePreemption: is required (ENABLED or DISABLED)")
+	if in.InSharePreemption == nil {
+		return out, invalid("preemptionConfiguration.inSharePreemption: is required")
 	}
 	if len(in.Limits) == 0 {
 		return out, invalid("capacityLimits: a quota share needs 1 to %d limits, one per instance type", sched.MaxShareLimits)

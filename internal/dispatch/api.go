@@ -179,10 +179,10 @@ func (e *Engine) CreateEnvironment(in EnvironmentInput) (quotashare.Environment,
 }
 
 // UpdateEnvironment: see control.State.UpdateEnvironment.
-func (e *Engine) UpdateEnvironment(ref string, st string, limits []quotashare.Demand) (quotashare.Environment, error) {
+func (e *Engine) UpdateEnvironment(ref string, disabled *bool, limits []quotashare.Demand) (quotashare.Environment, error) {
 	var r0 quotashare.Environment
 	err := e.run(func(s *control.State) (err error) {
-		r0, err = s.UpdateEnvironment(ref, st, limits)
+		r0, err = s.UpdateEnvironment(ref, disabled, limits)
 		return err
 	})
 	return r0, err

@@ -29,7 +29,7 @@ func setupQueue(t *testing.T, e *Engine, n int, actions ...quotashare.TimeLimitA
 	prio := 1
 	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
 		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}, TimeLimitActions: actions}))
-	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: n}}}))
 }
 
@@ -121,7 +121,7 @@ func TestListActive(t *testing.T) {
 			Limits: []quotashare.Demand{{InstanceType: "t", Count: 5}}}))
 		prio := 1
 		mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN, EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}}))
-		mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+		mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 			Limits: []quotashare.Demand{{InstanceType: "t", Count: 5}}}))
 		pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"t","InstanceCount":1}}`
 		for i := range 8 {

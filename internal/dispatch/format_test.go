@@ -49,12 +49,12 @@ func fixtureState(t *testing.T, m *storetest.Memory, region string) *Engine {
 		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
 			State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"}}, Tags: map[string]string{"q": "1"}}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
-	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: "DISABLED",
+	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	one := 1
 	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "b", Queue: "q", Strategy: quotashare.LendAndBorrow, BorrowLimit: &one,
-		InSharePreemption: "ENABLED", Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}, Tags: map[string]string{"s": "b"},
+		InSharePreemption: new(true), Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}, Tags: map[string]string{"s": "b"},
 		MinRunTime: &MinRunTime{Seconds: 90, AgainstReclaim: true}}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	five, hour := 5, 3600

@@ -62,7 +62,7 @@ func TestMinRunTimeWakes(t *testing.T) {
 		// Share a gives way: m owns the queue's capacity, with a minimum run time of 10 s.
 		mustOK[quotashare.QuotaShare](t)(e.UpdateShare("arn:aws:batch:us-east-1:000000000000:job-queue/q/quota-share/a", ShareInput{
 			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
-		m := mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "m", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: "ENABLED",
+		m := mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "m", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: new(true),
 			MinRunTime: &MinRunTime{Seconds: 10}, Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
 		if m.MinRunTime != 10*time.Second {
 			t.Fatalf("the share's minimum run time: %v", m.MinRunTime)

@@ -293,7 +293,7 @@ func TestDeposedMidBatch(t *testing.T) {
 		x := &gate{entered: make(chan struct{}), release: make(chan struct{})}
 		e := openMemory(t, m, x)
 		setupQueue(t, e, 4)
-		mustOK[quotashare.Environment](t)(e.UpdateEnvironment("e", "", []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}))
+		mustOK[quotashare.Environment](t)(e.UpdateEnvironment("e", nil, []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}))
 		for _, n := range []string{"j1", "j2", "j3", "j4"} {
 			mustOK[quotashare.Job](t)(submit(e, n))
 		}
@@ -306,7 +306,7 @@ func TestDeposedMidBatch(t *testing.T) {
 		x.mu.Unlock()
 		// Room for the three waiting jobs: one pass, one batch of three launches, the
 		// first of which blocks.
-		mustOK[quotashare.Environment](t)(e.UpdateEnvironment("e", "", []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 4}}))
+		mustOK[quotashare.Environment](t)(e.UpdateEnvironment("e", nil, []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 4}}))
 		<-x.entered
 		m.Steal(quotashare.LeaseHolder{ID: "other", PID: 2, Addr: "127.0.0.1:2"})
 		<-e.Deposed()

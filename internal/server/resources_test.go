@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -146,6 +147,24 @@ func TestValidation(t *testing.T) {
 			}))
 			return err
 		}, "resourceSharingConfiguration.strategy: \"SHARE\" must be RESERVE, LEND or LEND_AND_BORROW"},
+		{"share in-share preemption", func() error {
+			_, err := c.CreateQuotaShare(ctx, shareIn(func(in *batch.CreateQuotaShareInput) {
+				in.PreemptionConfiguration = &types.QuotaSharePreemptionConfiguration{InSharePreemption: "MAYBE"}
+			}))
+			return err
+		}, "preemptionConfiguration.inSharePreemption: \"MAYBE\" must be ENABLED or DISABLED"},
+		{"share state", func() error {
+			_, err := c.CreateQuotaShare(ctx, shareIn(func(in *batch.CreateQuotaShareInput) { in.State = "OFF" }))
+			return err
+		}, "state: \"OFF\" must be ENABLED or DISABLED"},
+		{"queue state", func() error {
+			_, err := c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String("q"), State: "OFF"})
+			return err
+		}, "state: \"OFF\" must be ENABLED or DISABLED"},
+		{"environment state", func() error {
+			_, err := c.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: aws.String("q-env"), State: "OFF"})
+			return err
+		}, "state: \"OFF\" must be ENABLED or DISABLED"},
 		{"borrowLimit with LEND", func() error {
 			_, err := c.CreateQuotaShare(ctx, shareIn(func(in *batch.CreateQuotaShareInput) {
 				in.ResourceSharingConfiguration = &types.QuotaShareResourceSharingConfiguration{Strategy: "LEND", BorrowLimit: aws.Int32(10)}
@@ -258,10 +277,25 @@ func TestValidation(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { clientError(t, tc.call(), tc.want) })
 	}
+	// A share without its preemption configuration (the SDK refuses to send one; a plain
+	// client can).
+	resp, err := http.Post(s.URL+"/v1/createquotashare", "application/json", strings.NewReader(
+		`{"quotaShareName":"b","jobQueue":"q","capacityLimits":[{"capacityUnit":"ml.g5.xlarge","maxCapacity":1}],"resourceSharingConfiguration":{"strategy":"LEND"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "preemptionConfiguration.inSharePreemption: is required (ENABLED or DISABLED)") {
+		t.Errorf("a share without its preemption configuration: %d %s", resp.StatusCode, body)
+	}
 	// Nothing changed: one share, no job.
 	list := must[*batch.ListQuotaSharesOutput](t)(c.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String("q")}))
-	if len(list.QuotaShares) != 1 {
-		t.Errorf("shares after the refusals: %d, want 1", len(list.QuotaShares))
+	if len(list.QuotaShares) != 1 || list.QuotaShares[0].State != "ENABLED" {
+		t.Errorf("shares after the refusals: %+v, want one, ENABLED", list.QuotaShares)
+	}
+	if qs := must[*batch.DescribeJobQueuesOutput](t)(c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{"q"}})); qs.JobQueues[0].State != "ENABLED" {
+		t.Errorf("the queue after the refusals: %s, want ENABLED", qs.JobQueues[0].State)
 	}
 	jobs, _, _ := s.Engine().ListJobs(listAll("q"), 0, 100)
 	if len(jobs) != 0 {
@@ -269,7 +303,7 @@ func TestValidation(t *testing.T) {
 	}
 
 	// A body that is too large, and one of the wrong JSON type, are refused with a reason.
-	resp, err := http.Post(s.URL+"/v1/submitservicejob", "application/json", strings.NewReader(`{"jobName":`+strings.Repeat(" ", 70000)+`"x"}`))
+	resp, err = http.Post(s.URL+"/v1/submitservicejob", "application/json", strings.NewReader(`{"jobName":`+strings.Repeat(" ", 70000)+`"x"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func bigStore(b *testing.B, dir string, queued, finished int) {
 			EnvOrder: []control.EnvOrder{{Order: 1, Environment: q.name + "-env"}}}))
 		for i := range 10 {
 			must(st.CreateShare(control.ShareInput{Name: fmt.Sprintf("share-%d", i), Queue: q.name, Strategy: quotashare.Reserve,
-				InSharePreemption: "DISABLED", Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: max(1, q.capacity/10)}}}))
+				InSharePreemption: new(false), Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: max(1, q.capacity/10)}}}))
 		}
 	}
 	in := control.JobInput{Name: "train", Queue: "done", Share: "share-0", Type: "SAGEMAKER_TRAINING", Payload: payload("python train.py --epochs 10", 1), Priority: &prio}
