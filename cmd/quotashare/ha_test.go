@@ -54,12 +54,19 @@ func (r *replica) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.cmd = exec.Command(bin, append([]string{"serve", "--quiet", "--addr", r.addr, "--data", r.data}, r.args...)...)
+	r.cmd = exec.Command(bin, append([]string{"serve", "--addr", r.addr, "--data", r.data}, r.args...)...)
 	stdout, _ := r.cmd.StdoutPipe()
 	stderr, _ := r.cmd.StderrPipe()
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Everything the replica says goes to its log file, for a failure's diagnosis.
+	logFile, err := os.OpenFile(r.data+".log", os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(logFile, "==== started at %s\n", time.Now().Format(time.StampMilli))
+	var logMu sync.Mutex
 	ready := make(chan struct{})
 	var once sync.Once
 	var out sync.WaitGroup
@@ -70,10 +77,11 @@ func (r *replica) start(t *testing.T) {
 		out.Go(func() {
 			sc := bufio.NewScanner(f.pipe)
 			for sc.Scan() {
+				logMu.Lock()
+				fmt.Fprintf(logFile, "%s %s\n", time.Now().Format("15:04:05.000"), sc.Text())
+				logMu.Unlock()
 				if strings.Contains(sc.Text(), f.says) {
 					once.Do(func() { close(ready) })
-				} else if f.says != "quotashare listening on " {
-					t.Logf("%s: %s", r.addr, sc.Text())
 				}
 			}
 		})
@@ -83,6 +91,7 @@ func (r *replica) start(t *testing.T) {
 	go func() {
 		out.Wait()
 		cmd.Wait()
+		logFile.Close()
 		close(r.exited)
 	}()
 	select {
@@ -379,6 +388,16 @@ apiQPS: 500
 	defer history.mu.Unlock()
 	if len(history.overlap) > 0 {
 		t.Errorf("%d times two attempts of a job had Pods at once: %s", len(history.overlap), strings.Join(history.overlap[:min(5, len(history.overlap))], "; "))
+		// What the replicas said of the first such job, and of their leases.
+		job, _, _ := strings.Cut(strings.TrimPrefix(history.overlap[0], "job "), ":")
+		for _, r := range replicas {
+			b, _ := os.ReadFile(r.data + ".log")
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, job) || strings.Contains(line, "lease") || strings.HasPrefix(line, "====") {
+					t.Logf("%s: %s", r.addr, line)
+				}
+			}
+		}
 	}
 	if history.created < total {
 		t.Errorf("the Pod history holds %d Pods for %d jobs: the watch missed some", history.created, total)

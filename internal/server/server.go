@@ -450,8 +450,11 @@ func (s *Server) follow(ctx context.Context, serving chan<- error) {
 		s.standby.forget(why)
 		s.handler.Store(&standbyHandler)
 		s.cur.Store(nil)
-		l.engine.Close()
+		// The executor first: closing it ends its calls in flight (a launch waiting on the
+		// API server's rate limit, say) now, where the engine's Close would wait for them
+		// to finish, and another replica may act by then.
 		l.exec.Close()
+		l.engine.Close()
 		s.cfg.Logf("quotashare: this replica lost the store's lease; standing by to take it again")
 	}
 }
