@@ -55,6 +55,8 @@ func (r *replica) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.cmd = exec.Command(bin, append([]string{"serve", "--addr", r.addr, "--data", r.data}, r.args...)...)
+	// A test binary killed (a timeout) takes its replicas with it.
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, _ := r.cmd.StdoutPipe()
 	stderr, _ := r.cmd.StderrPipe()
 	if err := r.cmd.Start(); err != nil {

@@ -63,8 +63,9 @@ type DB struct {
 	lost     chan struct{} // closed when a held lease is found lost
 	lostWhy  error         // why lost was closed
 	close    sync.Once
-	// renewed, if set (tests), hears of each successful renewal.
-	renewed func()
+	// renewed, if set (tests), hears of each successful renewal; extended, of each
+	// renewal the database took, before the handle records it.
+	renewed, extended func()
 }
 
 var _ quotashare.Store = (*DB)(nil)
@@ -178,7 +179,10 @@ func (d *DB) Acquire(ctx context.Context, holder quotashare.LeaseHolder) (quotas
 		return quotashare.Lease{}, err
 	}
 	d.mu.Lock()
-	d.stopRenewal()
+	stop, done := d.takeRenewal()
+	d.mu.Unlock()
+	endRenewal(stop, done)
+	d.mu.Lock()
 	d.held = &l
 	d.deadline = sent.Add(d.ttl - d.safety())
 	d.stop, d.done, d.lost, d.lostWhy = make(chan struct{}), make(chan struct{}), make(chan struct{}), nil
@@ -187,12 +191,20 @@ func (d *DB) Acquire(ctx context.Context, holder quotashare.LeaseHolder) (quotas
 	return l, nil
 }
 
-// stopRenewal ends the renewal of a held lease; d.mu is held.
-func (d *DB) stopRenewal() {
-	if d.stop != nil {
-		close(d.stop)
-		<-d.done
-		d.stop = nil
+// takeRenewal detaches the renewal of a held lease, for endRenewal to end once d.mu is
+// released: the renewal takes d.mu itself, so waiting for it with d.mu held would never
+// end. d.mu is held.
+func (d *DB) takeRenewal() (stop, done chan struct{}) {
+	stop, done = d.stop, d.done
+	d.stop, d.done = nil, nil
+	return stop, done
+}
+
+// endRenewal stops a renewal takeRenewal detached and waits until it has ended.
+func endRenewal(stop, done chan struct{}) {
+	if stop != nil {
+		close(stop)
+		<-done
 	}
 }
 
@@ -239,6 +251,9 @@ func (d *DB) renew(l quotashare.Lease, stop, done, lost chan struct{}) {
 			return
 		default:
 			deadline = sent.Add(d.ttl - d.safety())
+			if d.extended != nil {
+				d.extended()
+			}
 			d.mu.Lock()
 			d.deadline = deadline
 			d.mu.Unlock()
@@ -286,11 +301,13 @@ func (d *DB) Lost() <-chan struct{} {
 // Release gives the lease up if it is still held under that term.
 func (d *DB) Release(ctx context.Context, lease quotashare.Lease) error {
 	d.mu.Lock()
+	var stop, done chan struct{}
 	if d.held != nil && d.held.Term == lease.Term {
-		d.stopRenewal()
+		stop, done = d.takeRenewal()
 		d.held = nil
 	}
 	d.mu.Unlock()
+	endRenewal(stop, done)
 	_, err := d.pool.Exec(ctx, `UPDATE quotashare_lease SET holder = NULL, expires = clock_timestamp()
 		WHERE id = 1 AND term = $1`, lease.Term)
 	return err

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -226,5 +228,50 @@ func TestLocalDeadline(t *testing.T) {
 	}
 	if !slices.Equal(keys, []string{"before"}) {
 		t.Errorf("stored %v, want only the commit made before the cut", keys)
+	}
+}
+
+// TestReleaseDuringRenewal: giving the lease up while its renewal is under way ends. It
+// once waited for the renewal with the lock held that the renewal needed to record its
+// success: the test holds a renewal just before that lock until Release holds it (or
+// has let it go again), then lets the renewal on.
+func TestReleaseDuringRenewal(t *testing.T) {
+	url := pgtest.Start(t).NewDatabase(t)
+	ctx := context.Background()
+	a := open(t, url, Options{TTL: 300 * time.Millisecond})
+	atLock, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a.extended = func() {
+		once.Do(func() {
+			close(atLock)
+			<-proceed
+		})
+	}
+	l, err := a.Acquire(ctx, holderA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-atLock
+	released := make(chan error, 1)
+	go func() { released <- a.Release(ctx, l) }()
+	// Until Release holds the lock, or has returned, or has surely taken and left it.
+	for range 100000 {
+		if !a.mu.TryLock() {
+			break
+		}
+		a.mu.Unlock()
+		if len(released) > 0 {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(proceed)
+	select {
+	case err := <-released:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Release deadlocked with the renewal")
 	}
 }
