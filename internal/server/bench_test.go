@@ -66,6 +66,11 @@ func benchJob(i int64) *batch.SubmitServiceJobInput {
 // every answer waits for its commit (synchronous=FULL, group commit). The jobs queue.
 func BenchmarkSubmit(b *testing.B) {
 	_, c := benchServer(b, 1, instant)
+	sdkSubmits(b, c)
+}
+
+// sdkSubmits submits b.N jobs through c, 32 clients per core, and reports the rate.
+func sdkSubmits(b *testing.B, c *batch.Client) {
 	var n atomic.Int64
 	b.SetParallelism(32)
 	b.ResetTimer()

@@ -40,19 +40,7 @@ func BenchmarkSubmitStores(b *testing.B) {
 	for _, st := range stores {
 		b.Run(st.name+"/sdk-64", func(b *testing.B) {
 			_, c := benchServerWith(b, st.cfg(b), 1, instant)
-			var n atomic.Int64
-			b.SetParallelism(32)
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := c.SubmitServiceJob(ctx, benchJob(n.Add(1))); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "submits/s")
+			sdkSubmits(b, c)
 		})
 		for _, clients := range []int{64, 256} {
 			b.Run(fmt.Sprintf("%s/raw-%d", st.name, clients), func(b *testing.B) {
