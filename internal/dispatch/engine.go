@@ -93,15 +93,14 @@ type Engine struct {
 	reports []quotashare.Report
 	extra   []func(quotashare.Executor) // calls of the engine's own after the state's (Settle)
 	// broken is why the last commit failed: writes are refused until the state is
-	// reloaded from the store. deposed means the lease was lost: the engine stops.
-	broken  error
-	deposed bool
+	// reloaded from the store.
+	broken error
 	// commitErr is the last commit's failure, until a commit succeeds: what Health
 	// reports even once the state is reloaded.
 	commitErr error
 	lease     quotashare.Lease
 	running   bool          // Run started the loops
-	gone      chan struct{} // closed when the engine is deposed
+	gone      chan struct{} // closed when the engine is deposed: the lease was lost, it stops
 	// releaseOnce gives the lease up once, at Close.
 	releaseOnce sync.Once
 
@@ -300,9 +299,10 @@ func (e *Engine) actLoop() {
 // the cause, and the executor is called no more.
 func (e *Engine) depose(err error, waiters []chan error) {
 	e.mu.Lock()
-	first := !e.deposed
+	first := !e.isDeposed()
 	if first {
-		e.broken, e.commitErr, e.deposed = err, err, true
+		e.broken, e.commitErr = err, err
+		close(e.gone)
 	}
 	waiters = append(waiters, e.waiters...) // came in while the batch was being written
 	e.waiters = nil
@@ -311,7 +311,6 @@ func (e *Engine) depose(err error, waiters []chan error) {
 	e.mu.Unlock()
 	if first {
 		e.cfg.Control.Logf("quotashare: stopping: %v", err)
-		close(e.gone)
 	}
 	reply := quotashare.Errorf(quotashare.Internal, "the change was not stored: this server lost its lease on the store (%v)", err)
 	for _, w := range waiters {
@@ -322,6 +321,16 @@ func (e *Engine) depose(err error, waiters []chan error) {
 
 // Lease is the store's lease the engine holds (or held, once deposed).
 func (e *Engine) Lease() quotashare.Lease { return e.lease }
+
+// isDeposed says whether the lease was lost and the engine has stopped (gone is closed).
+func (e *Engine) isDeposed() bool {
+	select {
+	case <-e.gone:
+		return true
+	default:
+		return false
+	}
+}
 
 // Deposed is closed once the engine has stopped for its lease was lost: another server
 // acts now. Close it then; a standby may open a new engine to wait for the lease again.
@@ -405,10 +414,7 @@ func (e *Engine) Close() {
 	}
 	<-e.stopped
 	e.pruning.Wait()
-	e.mu.Lock()
-	deposed := e.deposed
-	e.mu.Unlock()
-	if deposed {
+	if e.isDeposed() {
 		return // the lease is no longer this engine's to give up
 	}
 	e.releaseOnce.Do(func() {
@@ -432,7 +438,7 @@ func (e *Engine) refuse() error {
 	if e.broken == nil {
 		return nil
 	}
-	if e.deposed {
+	if e.isDeposed() {
 		return quotashare.Errorf(quotashare.Internal, "this server has stopped: it lost its lease on the store (%v)", e.broken)
 	}
 	return quotashare.Errorf(quotashare.Internal, "the server cannot write to its store (%v); it retries every %v", e.broken, e.cfg.Control.Tick)
@@ -521,7 +527,7 @@ func (e *Engine) commitLoop() {
 // false once the engine must stop: its lease on the store was lost.
 func (e *Engine) cycle(tick bool) bool {
 	e.mu.Lock()
-	if e.deposed {
+	if e.isDeposed() {
 		e.mu.Unlock()
 		return false
 	}
@@ -638,7 +644,7 @@ func (e *Engine) parse(spec *quotashare.AttemptSpec) {
 // server now writes the store.
 func (e *Engine) failed(err error, waiters []chan error) (goOn bool) {
 	e.mu.Lock()
-	if e.deposed || errors.Is(err, quotashare.ErrLeaseLost) {
+	if e.isDeposed() || errors.Is(err, quotashare.ErrLeaseLost) {
 		e.mu.Unlock()
 		e.depose(err, waiters)
 		return false
