@@ -36,7 +36,7 @@ var ErrLeaseHeld = errors.New("the store is in use by another quotashare server"
 // LeaseHeldError is ErrLeaseHeld with the holder as data: a standby replica forwards
 // requests to the address it names.
 type LeaseHeldError struct {
-	Store  string // which store, for the message ("PostgreSQL store", "data folder /x")
+	Store  string // which store, for the message ("PostgreSQL store")
 	Holder LeaseHolder
 }
 

@@ -192,7 +192,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if s.Leading() || *store == "" {
+	if s.Leading() {
 		announce("quotashare listening on %s (data in %s)", s.URL, *data)
 	} else {
 		announce("quotashare listening on %s (standing by: requests are forwarded to the leader until this replica takes the lease)", s.URL)

@@ -106,20 +106,8 @@ func failover(b *testing.B, pg *pgtest.Server, n int) time.Duration {
 	cfgB := Config{Addr: "127.0.0.1:0", Data: b.TempDir(), StoreURL: db, NewExecutor: func(r func(quotashare.Report)) (quotashare.Executor, error) {
 		return hold(r), nil
 	}}
-	led := make(chan struct{}, 1)
-	cfgB.Logf = func(f string, _ ...any) {
-		if strings.Contains(f, "took the store's lease") {
-			led <- struct{}{}
-		}
-	}
-	standing := make(chan struct{}, 1)
-	cfgB.Standby = func(error) {
-		select {
-		case standing <- struct{}{}:
-		default:
-		}
-	}
-	sb, err := Start(cfgB) // returns once it stands by
+	led := onLog(&cfgB, "took the store's lease")
+	sb, err := Start(cfgB) // returns once it stands by, knowing the leader
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -127,7 +115,6 @@ func failover(b *testing.B, pg *pgtest.Server, n int) time.Duration {
 	urlB := sb.URL
 	c := sdkbench.Client(urlB)
 	c = batch.New(c.Options(), func(o *batch.Options) { o.RetryMaxAttempts = 1 })
-	<-standing
 	// Through the standby, the leader answers.
 	if _, err := c.SubmitServiceJob(ctx, benchJob(int64(n+1))); err != nil {
 		b.Fatal(err)

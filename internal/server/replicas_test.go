@@ -75,6 +75,25 @@ func replicaConfig(t *testing.T, name, url, creds string, l *ledger) Config {
 		}}
 }
 
+// onLog makes cfg's Logf also say on the returned channel when it is given a line whose
+// format holds s (the first time, and again if the channel was read meanwhile).
+func onLog(cfg *Config, s string) <-chan struct{} {
+	heard := make(chan struct{}, 1)
+	logf := cfg.Logf
+	cfg.Logf = func(f string, a ...any) {
+		if strings.Contains(f, s) {
+			select {
+			case heard <- struct{}{}:
+			default:
+			}
+		}
+		if logf != nil {
+			logf(f, a...)
+		}
+	}
+	return heard
+}
+
 // TestReplicas: two replicas on one PostgreSQL database. The second stands by and
 // forwards every request to the leader as received (the leader checks the client's
 // signature); /readyz tells them apart. When the leader's lease is taken over, the
@@ -100,14 +119,7 @@ func TestReplicas(t *testing.T) {
 	heardB := make(chan error, 10)
 	cfgB := replicaConfig(t, "b", url, creds, l)
 	cfgB.Standby = func(err error) { heardB <- err }
-	ledB := make(chan struct{}, 1)
-	logB := cfgB.Logf
-	cfgB.Logf = func(f string, a ...any) {
-		if strings.Contains(f, "took the store's lease") {
-			ledB <- struct{}{}
-		}
-		logB(f, a...)
-	}
+	ledB := onLog(&cfgB, "took the store's lease")
 	// Start returns once B serves: as a standby, forwarding to A.
 	b, err := Start(cfgB)
 	if err != nil {
@@ -245,14 +257,7 @@ func TestStoreUnreachable(t *testing.T) {
 	px := pgtest.NewProxy(t, pgtest.Start(t).NewDatabase(t))
 	l := &ledger{}
 	cfg := replicaConfig(t, "a", px.URL, "", l)
-	back := make(chan struct{}, 1)
-	logf := cfg.Logf
-	cfg.Logf = func(f string, a ...any) {
-		if strings.Contains(f, "took the store's lease") {
-			back <- struct{}{}
-		}
-		logf(f, a...)
-	}
+	back := onLog(&cfg, "took the store's lease")
 	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -173,7 +173,6 @@ type Server struct {
 	// standby's.
 	handler atomic.Pointer[http.Handler]
 	loaded  atomic.Int64
-	began   time.Time
 	// cur is what runs while this server holds the store's lease (nil while it stands
 	// by).
 	cur     atomic.Pointer[leadership]
@@ -232,8 +231,8 @@ func Start(cfg Config) (*Server, error) {
 	}
 	lim := cfg.Limits.withDefaults()
 	s := &Server{URL: "http://" + ln.Addr().String(), cfg: cfg, ln: ln, done: make(chan error, 1), logWrite: lim.LogWrite,
-		verifier: verifier, began: time.Now(), followed: make(chan struct{})}
-	loading := loadingHandler(&s.loaded, s.began)
+		verifier: verifier, followed: make(chan struct{})}
+	loading := loadingHandler(&s.loaded, time.Now())
 	s.handler.Store(&loading)
 	s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) }),
 		ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes}
@@ -314,19 +313,20 @@ func (s *Server) lead(ctx context.Context, standingBy func()) (*leadership, erro
 	}
 	waiting := false
 	standby := func(err error) {
+		// The leader first, so that the standby forwards from its first request.
+		if s.standby.heard(err) {
+			if cfg.Standby != nil {
+				cfg.Standby(err)
+			} else {
+				cfg.Logf("quotashare: standing by until the lease is free, forwarding requests to its holder: %v", err)
+			}
+		}
 		if !waiting {
 			waiting = true
 			var h http.Handler = s.standby
 			s.handler.Store(&h)
 			if standingBy != nil {
 				standingBy()
-			}
-		}
-		if s.standby.heard(err) {
-			if cfg.Standby != nil {
-				cfg.Standby(err)
-			} else {
-				cfg.Logf("quotashare: standing by until the lease is free, forwarding requests to its holder: %v", err)
 			}
 		}
 	}

@@ -106,7 +106,7 @@ func (s *MemStore) Acquire(ctx context.Context, holder quotashare.LeaseHolder) (
 		return quotashare.Lease{}, errClosed
 	}
 	if m.holder != nil {
-		return quotashare.Lease{}, fmt.Errorf("memory store in use by %s (pid %d, serving %s): %w", m.who.ID, m.who.PID, m.who.Addr, quotashare.ErrLeaseHeld)
+		return quotashare.Lease{}, &quotashare.LeaseHeldError{Store: "memory store", Holder: m.who}
 	}
 	m.term++
 	m.holder, m.who = s, holder
