@@ -197,14 +197,7 @@ func TestReplicasKubernetes(t *testing.T) {
 	history := followPods(t, kc, ns)
 	db := pgtest.Start(t).NewDatabase(t)
 	dir := t.TempDir()
-	options := filepath.Join(dir, "kube.yaml")
-	os.WriteFile(options, []byte(fmt.Sprintf(`nodeSelector: {%s: %s}
-tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
-instanceTypes:
-  ml.g5.xlarge: {node: a10g-1, gpus: 1, cpu: "3", memory: 12Gi}
-retain: 1ms
-apiQPS: 500
-`, kubetest.PoolLabel, ns)), 0o644)
+	options := kubeOptions(t, dir, ns, "retain: 1ms\napiQPS: 500\n")
 	replicas := make([]*replica, 3)
 	for i := range replicas {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -29,6 +29,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// kubeOptions writes a --kube-options file in dir that puts ml.g5.xlarge Pods on the kwok
+// GPU nodes (a10g-1) of the test namespace ns, followed by the lines of extra.
+func kubeOptions(t *testing.T, dir, ns, extra string) string {
+	t.Helper()
+	options := filepath.Join(dir, "kube.yaml")
+	err := os.WriteFile(options, []byte(fmt.Sprintf(`nodeSelector: {%s: %s}
+tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+instanceTypes:
+  ml.g5.xlarge: {node: a10g-1, gpus: 1, cpu: "3", memory: 12Gi}
+`, kubetest.PoolLabel, ns)+extra), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return options
+}
+
 // TestServeKubernetes runs `quotashare serve --executor kubernetes` with a kubeconfig, a
 // namespace and an options file against a real API server, submits a job with the
 // command line, and sees it run as a Pod on a fake GPU node and succeed.
@@ -36,12 +52,7 @@ func TestServeKubernetes(t *testing.T) {
 	c := kubetest.Shared(t)
 	ns := c.NewNamespace(t, kubetest.GPUNode("a", "a10g-1", 1))
 	dir := t.TempDir()
-	options := filepath.Join(dir, "kube.yaml")
-	os.WriteFile(options, []byte(fmt.Sprintf(`nodeSelector: {%s: %s}
-tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
-instanceTypes:
-  ml.g5.xlarge: {node: a10g-1, gpus: 1, cpu: "3", memory: 12Gi}
-`, kubetest.PoolLabel, ns)), 0o644)
+	options := kubeOptions(t, dir, ns, "")
 	s := startServer(t, filepath.Join(dir, "data"), "--executor", "kubernetes", "--kubeconfig", c.Kubeconfig, "--namespace", ns, "--kube-options", options)
 	setupQueue(t, sdk(s.url), 1, "research")
 	payload := filepath.Join(dir, "job.json")
