@@ -10,7 +10,7 @@ import (
 // SchedulingPolicy is a job queue's scheduling policy. quotashare schedules quota-share
 // policies (idleResourceAssignmentStrategy FIFO); a fair-share policy is refused.
 type SchedulingPolicy struct {
-	Name, ARN string
+	Name string
 	// IdleStrategy is quotaSharePolicy.idleResourceAssignmentStrategy (only FIFO).
 	IdleStrategy string
 	Tags         map[string]string
@@ -18,10 +18,10 @@ type SchedulingPolicy struct {
 
 // Environment is a service environment: the physical pool, one limit per instance type.
 type Environment struct {
-	Name, ARN string
-	Disabled  bool
-	Limits    []Demand
-	Tags      map[string]string
+	Name     string
+	Disabled bool
+	Limits   []Demand
+	Tags     map[string]string
 }
 
 // TimeLimitAction terminates RUNNABLE jobs whose statusReason code is Reason after they
@@ -35,11 +35,13 @@ type TimeLimitAction struct {
 
 // Queue is a quota-management job queue with exactly one service environment.
 type Queue struct {
-	Name, ARN        string
-	Priority         int
-	Disabled         bool
-	PolicyARN        string
-	EnvironmentARN   string
+	Name     string
+	Priority int
+	Disabled bool
+	// Policy names the queue's scheduling policy, "" for a FIFO queue; Environment its
+	// one service environment.
+	Policy           string
+	Environment      string
 	EnvironmentOrder int
 	TimeLimitActions []TimeLimitAction
 	Tags             map[string]string
@@ -47,9 +49,10 @@ type Queue struct {
 
 // QuotaShare is one team's allocation of a queue's environment.
 type QuotaShare struct {
-	Name, ARN, QueueARN string
-	Limits              []Demand
-	Strategy            Strategy
+	// Name is unique in its queue, Queue's name.
+	Name, Queue string
+	Limits      []Demand
+	Strategy    Strategy
 	// BorrowLimit is a percentage of each own limit, -1 for unlimited; LEND_AND_BORROW only.
 	BorrowLimit       int
 	InSharePreemption bool
@@ -138,13 +141,13 @@ type Attempt struct {
 
 // Job is a service job.
 type Job struct {
-	ID, Name, ARN, QueueARN, Share string
-	Priority                       int
-	Payload                        string
-	Need                           []Demand
-	Status                         JobStatus
-	StatusReason                   string
-	CreatedAt, StoppedAt           time.Time
+	ID, Name, Queue, Share string
+	Priority               int
+	Payload                string
+	Need                   []Demand
+	Status                 JobStatus
+	StatusReason           string
+	CreatedAt, StoppedAt   time.Time
 	// RunnableSince is when the job last became RUNNABLE (head-of-line and time-limit clocks).
 	RunnableSince time.Time
 	IsTerminated  bool

@@ -148,12 +148,12 @@ func Authorize(e interface {
 		json.Unmarshal(body, &in) // a malformed body is the operation's to refuse
 		queue, share := nameAfterSlash(in.JobQueue), in.QuotaShareName
 		if op != "submitservicejob" {
-			j, err := e.Job(in.JobID)
+			j, err := e.Job(jobID(in.JobID))
 			if err != nil {
 				h.ServeHTTP(w, r) // the operation says it does not exist
 				return
 			}
-			queue, share = nameAfterSlash(j.QueueARN), j.Share
+			queue, share = j.Queue, j.Share
 		}
 		if !slices.Contains(p.Shares[queue], share) {
 			deny(w, fmt.Sprintf("principal %s (team) may not %s in share %q of job queue %s: its shares are %s", p.Name, op, share, queue, sharesText(p.Shares)))

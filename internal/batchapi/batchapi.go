@@ -1,8 +1,8 @@
 // Package batchapi serves the AWS Batch API (the quota-management subset for SageMaker
 // Training service jobs) over restJson1, exactly as the official SDKs send and expect it:
 // POST /v1/<operation> with a JSON body, and the tag operations on /v1/tags/{resourceArn}.
-// It translates wire shapes to the dispatch engine's calls and maps errors in one
-// function; it holds no state of its own.
+// It translates wire shapes to the engine's calls (names in, ARNs made and read here
+// only: arn.go) and maps errors in one function; it holds no state of its own.
 package batchapi
 
 import (
@@ -28,15 +28,55 @@ import (
 // 10 KiB payload may grow when escaped inside a JSON string.
 const MaxBody = 64 * 1024
 
-// Handler serves the API from an engine.
-type Handler struct {
-	e   *dispatch.Engine
-	mux *http.ServeMux
+// Engine is what the API needs of the server's state: the commands and queries of
+// internal/control, run by internal/dispatch. Resources are named by name, jobs by id.
+type Engine interface {
+	CreatePolicy(in dispatch.PolicyInput) (quotashare.SchedulingPolicy, error)
+	UpdatePolicy(name string, quota, fair bool, idle string) error
+	DescribePolicies(names []string) []quotashare.SchedulingPolicy
+	PolicyNames() []string
+	DeletePolicy(name string) error
+
+	CreateEnvironment(in dispatch.EnvironmentInput) (quotashare.Environment, error)
+	UpdateEnvironment(name string, disabled *bool, limits []quotashare.Demand) (quotashare.Environment, error)
+	DescribeEnvironments(names []string) ([]quotashare.Environment, error)
+	DeleteEnvironment(name string) error
+
+	CreateQueue(in dispatch.QueueInput) (quotashare.Queue, error)
+	UpdateQueue(name string, in dispatch.QueueInput) (quotashare.Queue, error)
+	DescribeQueues(names []string) ([]quotashare.Queue, error)
+	DeleteQueue(name string) error
+
+	CreateShare(in dispatch.ShareInput) (quotashare.QuotaShare, error)
+	UpdateShare(r dispatch.ShareRef, in dispatch.ShareInput) (quotashare.QuotaShare, error)
+	DescribeShare(r dispatch.ShareRef) (quotashare.QuotaShare, error)
+	ListShares(queue string) ([]quotashare.QuotaShare, error)
+	DeleteShare(r dispatch.ShareRef) error
+
+	Submit(in dispatch.JobInput) (quotashare.Job, error)
+	Job(id string) (quotashare.Job, error)
+	ListJobs(f dispatch.ListFilter, from int64, max int) ([]quotashare.Job, int64, error)
+	SetPriority(id string, priority int) (quotashare.Job, error)
+	Terminate(id, reason string) error
+	Snapshot(queue string) (dispatch.Snapshot, error)
+	Preview(queue string, changes []dispatch.PreviewChange) (dispatch.Preview, error)
+
+	Tags(r dispatch.Resource) (map[string]string, error)
+	Tag(r dispatch.Resource, tags map[string]string) error
+	Untag(r dispatch.Resource, keys []string) error
 }
 
-// New returns the API handler for the engine.
-func New(e *dispatch.Engine) *Handler {
-	h := &Handler{e: e, mux: http.NewServeMux()}
+// Handler serves the API from an engine.
+type Handler struct {
+	e    Engine
+	arns ARNs
+	mux  *http.ServeMux
+}
+
+// New returns the API handler for the engine, whose answers carry ARNs of arns' region
+// and account.
+func New(e Engine, arns ARNs) *Handler {
+	h := &Handler{e: e, arns: arns, mux: http.NewServeMux()}
 	ops := map[string]http.HandlerFunc{
 		"createschedulingpolicy":      op(h.createPolicy),
 		"updateschedulingpolicy":      op(h.updatePolicy),
@@ -286,11 +326,22 @@ func (h *Handler) tags(w http.ResponseWriter, r *http.Request) {
 		writeError(w, quotashare.Errorf(quotashare.Invalid, "resourceArn: the path must end in the resource's ARN, percent-encoded"))
 		return
 	}
+	res, ok := h.arns.resource(arn)
+	// notFound names the ARN as given, for a resource this server does not hold.
+	notFound := func(err error) error {
+		if !ok || quotashare.KindOf(err) == quotashare.NotFound {
+			return quotashare.Errorf(quotashare.NotFound, "resourceArn: %s names no scheduling policy, service environment, job queue, quota share or service job", arn)
+		}
+		return err
+	}
 	switch r.Method {
 	case http.MethodGet:
-		tags, err := h.e.Tags(arn)
-		if err != nil {
-			writeError(w, err)
+		var tags map[string]string
+		if ok {
+			tags, err = h.e.Tags(res)
+		}
+		if !ok || err != nil {
+			writeError(w, notFound(err))
 			return
 		}
 		if tags == nil {
@@ -298,10 +349,22 @@ func (h *Handler) tags(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, tagsIO{Tags: tags})
 	case http.MethodPost:
-		op(func(in *tagsIO) (any, error) { return empty, h.e.Tag(arn, in.Tags) })(w, r)
+		op(func(in *tagsIO) (any, error) {
+			if !ok {
+				return nil, notFound(nil)
+			}
+			if err := h.e.Tag(res, in.Tags); err != nil {
+				return nil, notFound(err)
+			}
+			return empty, nil
+		})(w, r)
 	case http.MethodDelete:
-		if err := h.e.Untag(arn, r.URL.Query()["tagKeys"]); err != nil {
-			writeError(w, err)
+		err := notFound(nil)
+		if ok {
+			err = h.e.Untag(res, r.URL.Query()["tagKeys"])
+		}
+		if err != nil {
+			writeError(w, notFound(err))
 			return
 		}
 		writeJSON(w, http.StatusOK, empty)

@@ -36,7 +36,7 @@ func FuzzRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { e.Close(); st.Close() })
-	h := New(e)
+	h := New(e, ARNs{Region: "us-east-1", Account: "000000000000"})
 	for _, seed := range []struct{ op, body string }{
 		{"createschedulingpolicy", `{"name":"p","quotaSharePolicy":{"idleResourceAssignmentStrategy":"FIFO"}}`},
 		{"createserviceenvironment", `{"serviceEnvironmentName":"e","serviceEnvironmentType":"SAGEMAKER_TRAINING","capacityLimits":[{"capacityUnit":"t","maxCapacity":2}]}`},

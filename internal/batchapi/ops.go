@@ -1,6 +1,7 @@
 package batchapi
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -21,7 +22,7 @@ func (h *Handler) createPolicy(in *createPolicyIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]string{"arn": p.ARN, "name": p.Name}, nil
+	return map[string]string{"arn": h.arns.Policy(p.Name), "name": p.Name}, nil
 }
 
 func (h *Handler) updatePolicy(in *updatePolicyIn) (any, error) {
@@ -29,16 +30,27 @@ func (h *Handler) updatePolicy(in *updatePolicyIn) (any, error) {
 	if in.QuotaSharePolicy != nil {
 		idle = in.QuotaSharePolicy.IdleResourceAssignmentStrategy
 	}
-	return empty, h.e.UpdatePolicy(in.ARN, in.QuotaSharePolicy != nil, in.FairsharePolicy != nil, idle)
+	name, err := h.arns.name("arn", "scheduling-policy", in.ARN)
+	if err != nil {
+		return nil, err
+	}
+	return empty, h.e.UpdatePolicy(name, in.QuotaSharePolicy != nil, in.FairsharePolicy != nil, idle)
 }
 
 func (h *Handler) describePolicies(in *arnsIn) (any, error) {
 	if len(in.ARNs) == 0 || len(in.ARNs) > 100 {
 		return nil, quotashare.Errorf(quotashare.Invalid, "arns: give 1 to 100 ARNs, got %d", len(in.ARNs))
 	}
+	// An ARN that is not a policy's is left out of the answer, as an unknown one is.
+	var names []string
+	for _, ref := range in.ARNs {
+		if n, err := h.arns.name("arns", "scheduling-policy", ref); err == nil {
+			names = append(names, n)
+		}
+	}
 	out := []policyOut{}
-	for _, p := range h.e.DescribePolicies(in.ARNs) {
-		out = append(out, policyOut{ARN: p.ARN, Name: p.Name, QuotaSharePolicy: &quotaSharePolicy{p.IdleStrategy}, Tags: p.Tags})
+	for _, p := range h.e.DescribePolicies(names) {
+		out = append(out, policyOut{ARN: h.arns.Policy(p.Name), Name: p.Name, QuotaSharePolicy: &quotaSharePolicy{p.IdleStrategy}, Tags: p.Tags})
 	}
 	return map[string]any{"schedulingPolicies": out}, nil
 }
@@ -48,17 +60,21 @@ func (h *Handler) listPolicies(in *pageIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	arns := h.e.PolicyARNs()
-	lo, hi, next := window(len(arns), off, size)
+	names := h.e.PolicyNames()
+	lo, hi, next := window(len(names), off, size)
 	out := []map[string]string{}
-	for _, a := range arns[lo:hi] {
-		out = append(out, map[string]string{"arn": a})
+	for _, n := range names[lo:hi] {
+		out = append(out, map[string]string{"arn": h.arns.Policy(n)})
 	}
 	return paged("schedulingPolicies", out, next), nil
 }
 
 func (h *Handler) deletePolicy(in *arnIn) (any, error) {
-	return empty, h.e.DeletePolicy(in.ARN)
+	name, err := h.arns.name("arn", "scheduling-policy", in.ARN)
+	if err != nil {
+		return nil, err
+	}
+	return empty, h.e.DeletePolicy(name)
 }
 
 // ---- service environments ----
@@ -77,7 +93,7 @@ func (h *Handler) createEnv(in *envIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return envNameOut{v.Name, v.ARN}, nil
+	return envNameOut{v.Name, h.arns.Environment(v.Name)}, nil
 }
 
 func (h *Handler) updateEnv(in *envUpdateIn) (any, error) {
@@ -85,18 +101,19 @@ func (h *Handler) updateEnv(in *envUpdateIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.ServiceEnvironment == "" {
-		return nil, quotashare.Errorf(quotashare.Invalid, "serviceEnvironment: is required")
+	name, err := h.arns.name("serviceEnvironment", "service-environment", in.ServiceEnvironment)
+	if err != nil {
+		return nil, err
 	}
 	disabled, err := disabledOf("state", in.State)
 	if err != nil {
 		return nil, err
 	}
-	v, err := h.e.UpdateEnvironment(in.ServiceEnvironment, disabled, limits)
+	v, err := h.e.UpdateEnvironment(name, disabled, limits)
 	if err != nil {
 		return nil, err
 	}
-	return envNameOut{v.Name, v.ARN}, nil
+	return envNameOut{v.Name, h.arns.Environment(v.Name)}, nil
 }
 
 func (h *Handler) describeEnvs(in *envsIn) (any, error) {
@@ -104,7 +121,11 @@ func (h *Handler) describeEnvs(in *envsIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	envs, err := h.e.DescribeEnvironments(in.ServiceEnvironments)
+	names, err := h.arns.names("serviceEnvironments", "service-environment", in.ServiceEnvironments)
+	if err != nil {
+		return nil, err
+	}
+	envs, err := h.e.DescribeEnvironments(names)
 	if err != nil {
 		return nil, err
 	}
@@ -115,30 +136,40 @@ func (h *Handler) describeEnvs(in *envsIn) (any, error) {
 		if tags == nil {
 			tags = map[string]string{}
 		}
-		out = append(out, envOut{ServiceEnvironmentName: v.Name, ServiceEnvironmentArn: v.ARN, ServiceEnvironmentType: "SAGEMAKER_TRAINING",
+		out = append(out, envOut{ServiceEnvironmentName: v.Name, ServiceEnvironmentArn: h.arns.Environment(v.Name), ServiceEnvironmentType: "SAGEMAKER_TRAINING",
 			State: enabled(v.Disabled), Status: "VALID", CapacityLimits: limitsOut(v.Limits), Tags: tags})
 	}
 	return paged("serviceEnvironments", out, next), nil
 }
 
 func (h *Handler) deleteEnv(in *envRefIn) (any, error) {
-	if in.ServiceEnvironment == "" {
-		return nil, quotashare.Errorf(quotashare.Invalid, "serviceEnvironment: is required")
+	name, err := h.arns.name("serviceEnvironment", "service-environment", in.ServiceEnvironment)
+	if err != nil {
+		return nil, err
 	}
-	return empty, h.e.DeleteEnvironment(in.ServiceEnvironment)
+	return empty, h.e.DeleteEnvironment(name)
 }
 
 // ---- job queues ----
 
-func queueInput(in *queueIn) (dispatch.QueueInput, error) {
+func (h *Handler) queueInput(in *queueIn) (dispatch.QueueInput, error) {
 	disabled, err := disabledOf("state", in.State)
 	if err != nil {
 		return dispatch.QueueInput{}, err
 	}
-	q := dispatch.QueueInput{Name: in.JobQueueName, Disabled: disabled, Type: in.JobQueueType, PolicyARN: in.SchedulingPolicyArn,
+	q := dispatch.QueueInput{Name: in.JobQueueName, Disabled: disabled, Type: in.JobQueueType,
 		Priority: intPtr(in.Priority), EnvOrderSet: in.ServiceEnvironmentOrder != nil, ComputeEnvironments: len(in.ComputeEnvironmentOrder), Tags: in.Tags}
-	for _, o := range in.ServiceEnvironmentOrder {
-		q.EnvOrder = append(q.EnvOrder, dispatch.EnvOrder{Order: int(o.Order), Environment: o.ServiceEnvironment})
+	if in.SchedulingPolicyArn != "" {
+		if q.Policy, err = h.arns.name("schedulingPolicyArn", "scheduling-policy", in.SchedulingPolicyArn); err != nil {
+			return q, err
+		}
+	}
+	for i, o := range in.ServiceEnvironmentOrder {
+		env, err := h.arns.name(fmt.Sprintf("serviceEnvironmentOrder[%d].serviceEnvironment", i), "service-environment", o.ServiceEnvironment)
+		if err != nil {
+			return q, err
+		}
+		q.EnvOrder = append(q.EnvOrder, dispatch.EnvOrder{Order: int(o.Order), Environment: env})
 	}
 	if in.JobStateTimeLimitActions != nil {
 		q.TimeLimitActionsSet = true
@@ -151,7 +182,7 @@ func queueInput(in *queueIn) (dispatch.QueueInput, error) {
 }
 
 func (h *Handler) createQueue(in *queueIn) (any, error) {
-	qin, err := queueInput(in)
+	qin, err := h.queueInput(in)
 	if err != nil {
 		return nil, err
 	}
@@ -159,22 +190,23 @@ func (h *Handler) createQueue(in *queueIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return queueNameOut{q.Name, q.ARN}, nil
+	return queueNameOut{q.Name, h.arns.Queue(q.Name)}, nil
 }
 
 func (h *Handler) updateQueue(in *queueIn) (any, error) {
-	if in.JobQueue == "" {
-		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
-	}
-	qin, err := queueInput(in)
+	name, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
 	if err != nil {
 		return nil, err
 	}
-	q, err := h.e.UpdateQueue(in.JobQueue, qin)
+	qin, err := h.queueInput(in)
 	if err != nil {
 		return nil, err
 	}
-	return queueNameOut{q.Name, q.ARN}, nil
+	q, err := h.e.UpdateQueue(name, qin)
+	if err != nil {
+		return nil, err
+	}
+	return queueNameOut{q.Name, h.arns.Queue(q.Name)}, nil
 }
 
 func (h *Handler) describeQueues(in *queuesIn) (any, error) {
@@ -182,20 +214,30 @@ func (h *Handler) describeQueues(in *queuesIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	qs, err := h.e.DescribeQueues(in.JobQueues)
+	if len(in.JobQueues) > 100 {
+		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueues: %d names is more than the 100 allowed", len(in.JobQueues))
+	}
+	names, err := h.arns.names("jobQueues", "job-queue", in.JobQueues)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := h.e.DescribeQueues(names)
 	if err != nil {
 		return nil, err
 	}
 	lo, hi, next := window(len(qs), off, size)
 	out := []queueOut{}
 	for _, q := range qs[lo:hi] {
-		o := queueOut{JobQueueName: q.Name, JobQueueArn: q.ARN, State: enabled(q.Disabled), Status: "VALID", StatusReason: "JobQueue Healthy",
-			Priority: q.Priority, SchedulingPolicyArn: q.PolicyARN, JobQueueType: "SAGEMAKER_TRAINING", ComputeEnvironmentOrder: []struct{}{},
-			ServiceEnvironmentOrder:  []envOrder{{Order: int32(q.EnvironmentOrder), ServiceEnvironment: q.EnvironmentARN}},
+		o := queueOut{JobQueueName: q.Name, JobQueueArn: h.arns.Queue(q.Name), State: enabled(q.Disabled), Status: "VALID", StatusReason: "JobQueue Healthy",
+			Priority: q.Priority, JobQueueType: "SAGEMAKER_TRAINING", ComputeEnvironmentOrder: []struct{}{},
+			ServiceEnvironmentOrder:  []envOrder{{Order: int32(q.EnvironmentOrder), ServiceEnvironment: h.arns.Environment(q.Environment)}},
 			JobStateTimeLimitActions: []timeLimitAction{}, Tags: q.Tags}
 		for _, a := range q.TimeLimitActions {
 			o.JobStateTimeLimitActions = append(o.JobStateTimeLimitActions, timeLimitAction{Reason: a.Reason, State: a.State,
 				MaxTimeSeconds: int32(a.MaxTimeSeconds), Action: a.Action})
+		}
+		if q.Policy != "" { // a FIFO queue has none
+			o.SchedulingPolicyArn = h.arns.Policy(q.Policy)
 		}
 		if o.Tags == nil {
 			o.Tags = map[string]string{}
@@ -206,10 +248,11 @@ func (h *Handler) describeQueues(in *queuesIn) (any, error) {
 }
 
 func (h *Handler) deleteQueue(in *queueRefIn) (any, error) {
-	if in.JobQueue == "" {
-		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	name, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	if err != nil {
+		return nil, err
 	}
-	return empty, h.e.DeleteQueue(in.JobQueue)
+	return empty, h.e.DeleteQueue(name)
 }
 
 // ---- quota shares ----
@@ -223,7 +266,7 @@ func shareInput(in *shareIn) (dispatch.ShareInput, error) {
 	if err != nil {
 		return dispatch.ShareInput{}, err
 	}
-	s := dispatch.ShareInput{Name: in.QuotaShareName, Queue: in.JobQueue, Limits: limits, Disabled: disabled, Tags: in.Tags}
+	s := dispatch.ShareInput{Name: in.QuotaShareName, Limits: limits, Disabled: disabled, Tags: in.Tags}
 	if rc := in.ResourceSharingConfiguration; rc != nil {
 		s.Strategy, s.BorrowLimit = quotashare.Strategy(rc.Strategy), intPtr(rc.BorrowLimit)
 		if rc.Strategy == "" {
@@ -250,8 +293,8 @@ func shareInput(in *shareIn) (dispatch.ShareInput, error) {
 	return s, nil
 }
 
-func shareOutOf(s quotashare.QuotaShare, tags bool) shareOut {
-	o := shareOut{QuotaShareName: s.Name, QuotaShareArn: s.ARN, JobQueueArn: s.QueueARN, CapacityLimits: limitsOut(s.Limits),
+func (h *Handler) shareOutOf(s quotashare.QuotaShare, tags bool) shareOut {
+	o := shareOut{QuotaShareName: s.Name, QuotaShareArn: h.arns.Share(s.Queue, s.Name), JobQueueArn: h.arns.Queue(s.Queue), CapacityLimits: limitsOut(s.Limits),
 		ResourceSharingConfiguration: sharingConfig{Strategy: string(s.Strategy)},
 		PreemptionConfiguration:      sharePreemption{InSharePreemption: enabled(!s.InSharePreemption)},
 		State:                        enabled(s.Disabled), Status: "VALID"}
@@ -278,8 +321,8 @@ func (h *Handler) createShare(in *shareIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.JobQueue == "" {
-		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	if sin.Queue, err = h.arns.name("jobQueue", "job-queue", in.JobQueue); err != nil {
+		return nil, err
 	}
 	if sin.InSharePreemption == nil {
 		return nil, quotashare.Errorf(quotashare.Invalid, "preemptionConfiguration.inSharePreemption: is required (ENABLED or DISABLED)")
@@ -288,21 +331,11 @@ func (h *Handler) createShare(in *shareIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return shareNameOut{s.Name, s.ARN}, nil
-}
-
-func (h *Handler) shareARN(in *shareIn) (string, error) {
-	if in.QuotaShareArn == "" {
-		return "", quotashare.Errorf(quotashare.Invalid, "quotaShareArn: is required")
-	}
-	if !strings.Contains(in.QuotaShareArn, "/quota-share/") {
-		return "", quotashare.Errorf(quotashare.Invalid, "quotaShareArn: %q is not a quota share ARN (<job queue ARN>/quota-share/<name>)", in.QuotaShareArn)
-	}
-	return in.QuotaShareArn, nil
+	return shareNameOut{s.Name, h.arns.Share(s.Queue, s.Name)}, nil
 }
 
 func (h *Handler) updateShare(in *shareIn) (any, error) {
-	arn, err := h.shareARN(in)
+	ref, err := h.arns.share(in.QuotaShareArn)
 	if err != nil {
 		return nil, err
 	}
@@ -310,51 +343,52 @@ func (h *Handler) updateShare(in *shareIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := h.e.UpdateShare(arn, sin)
+	s, err := h.e.UpdateShare(ref, sin)
 	if err != nil {
 		return nil, err
 	}
-	return shareNameOut{s.Name, s.ARN}, nil
+	return shareNameOut{s.Name, h.arns.Share(s.Queue, s.Name)}, nil
 }
 
 func (h *Handler) describeShare(in *shareIn) (any, error) {
-	arn, err := h.shareARN(in)
+	ref, err := h.arns.share(in.QuotaShareArn)
 	if err != nil {
 		return nil, err
 	}
-	s, err := h.e.DescribeShare(arn)
+	s, err := h.e.DescribeShare(ref)
 	if err != nil {
 		return nil, err
 	}
-	return shareOutOf(s, true), nil
+	return h.shareOutOf(s, true), nil
 }
 
 func (h *Handler) listShares(in *listSharesIn) (any, error) {
-	if in.JobQueue == "" {
-		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	queue, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	if err != nil {
+		return nil, err
 	}
 	off, size, err := page(in.pageIn)
 	if err != nil {
 		return nil, err
 	}
-	shares, err := h.e.ListShares(in.JobQueue)
+	shares, err := h.e.ListShares(queue)
 	if err != nil {
 		return nil, err
 	}
 	lo, hi, next := window(len(shares), off, size)
 	out := []shareOut{}
 	for _, s := range shares[lo:hi] {
-		out = append(out, shareOutOf(s, false))
+		out = append(out, h.shareOutOf(s, false))
 	}
 	return paged("quotaShares", out, next), nil
 }
 
 func (h *Handler) deleteShare(in *shareIn) (any, error) {
-	arn, err := h.shareARN(in)
+	ref, err := h.arns.share(in.QuotaShareArn)
 	if err != nil {
 		return nil, err
 	}
-	return empty, h.e.DeleteShare(arn)
+	return empty, h.e.DeleteShare(ref)
 }
 
 // ---- service jobs ----
@@ -362,9 +396,11 @@ func (h *Handler) deleteShare(in *shareIn) (any, error) {
 func (h *Handler) submit(in *submitIn) (any, error) {
 	jin := dispatch.JobInput{Name: in.JobName, Queue: in.JobQueue, Type: in.ServiceJobType, Payload: in.ServiceRequestPayload,
 		Share: in.QuotaShareName, ShareIdentifier: in.ShareIdentifier, Priority: intPtr(in.SchedulingPriority), Tags: in.Tags, ClientToken: in.ClientToken}
-	if in.JobQueue == "" {
-		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	queue, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	if err != nil {
+		return nil, err
 	}
+	jin.Queue = queue
 	if in.ServiceRequestPayload == "" {
 		return nil, quotashare.Errorf(quotashare.Invalid, "serviceRequestPayload: is required")
 	}
@@ -386,11 +422,11 @@ func (h *Handler) submit(in *submitIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return jobRefOut{JobArn: j.ARN, JobName: j.Name, JobId: j.ID}, nil
+	return jobRefOut{JobArn: h.arns.Job(j.ID), JobName: j.Name, JobId: j.ID}, nil
 }
 
 func (h *Handler) trainingJobARN(attempt string) *resourceID {
-	return &resourceID{Name: "TrainingJobArn", Value: h.e.TrainingJobARN(attempt)}
+	return &resourceID{Name: "TrainingJobArn", Value: h.arns.TrainingJob(attempt)}
 }
 
 func (h *Handler) attemptOut(a quotashare.Attempt) attemptOut {
@@ -436,7 +472,7 @@ func firstStart(j quotashare.Job) time.Time {
 
 // jobOutOf renders a job; full adds what only DescribeServiceJob returns.
 func (h *Handler) jobOutOf(j quotashare.Job, full bool) jobOut {
-	o := jobOut{JobId: j.ID, JobName: j.Name, JobArn: j.ARN, ServiceJobType: "SAGEMAKER_TRAINING", Status: string(j.Status),
+	o := jobOut{JobId: j.ID, JobName: j.Name, JobArn: h.arns.Job(j.ID), ServiceJobType: "SAGEMAKER_TRAINING", Status: string(j.Status),
 		StatusReason: j.StatusReason, CreatedAt: ms(j.CreatedAt), StoppedAt: msp(j.StoppedAt), QuotaShareName: j.Share}
 	if j.ReasonCode != "" {
 		o.QuotashareReason = &Reason{Code: string(j.ReasonCode), Detail: j.ReasonDetail}
@@ -455,7 +491,7 @@ func (h *Handler) jobOutOf(j quotashare.Job, full bool) jobOut {
 	if !full {
 		return o
 	}
-	o.JobQueue = j.QueueARN
+	o.JobQueue = h.arns.Queue(j.Queue)
 	term := j.IsTerminated
 	o.IsTerminated = &term
 	prio := j.Priority
@@ -490,7 +526,7 @@ func (h *Handler) jobOutOf(j quotashare.Job, full bool) jobOut {
 }
 
 func (h *Handler) describeJob(in *jobIDIn) (any, error) {
-	j, err := h.e.Job(in.JobId)
+	j, err := h.e.Job(jobID(in.JobId))
 	if err != nil {
 		return nil, err
 	}
@@ -505,7 +541,11 @@ func (h *Handler) listJobs(in *listJobsIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := dispatch.ListFilter{Queue: in.JobQueue, Status: quotashare.JobStatus(in.JobStatus)}
+	queue, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	if err != nil {
+		return nil, err
+	}
+	f := dispatch.ListFilter{Queue: queue, Status: quotashare.JobStatus(in.JobStatus)}
 	if in.JobStatus != "" && !slices.Contains(statuses, f.Status) {
 		return nil, quotashare.Errorf(quotashare.Invalid, "jobStatus: %q must be one of SUBMITTED, PENDING, RUNNABLE, SCHEDULED, STARTING, RUNNING, SUCCEEDED, FAILED", in.JobStatus)
 	}
@@ -532,22 +572,23 @@ func (h *Handler) updateJob(in *jobIDIn) (any, error) {
 	if in.SchedulingPriority == nil {
 		return nil, quotashare.Errorf(quotashare.Invalid, "schedulingPriority: is required")
 	}
-	j, err := h.e.SetPriority(in.JobId, int(*in.SchedulingPriority))
+	j, err := h.e.SetPriority(jobID(in.JobId), int(*in.SchedulingPriority))
 	if err != nil {
 		return nil, err
 	}
-	return jobRefOut{JobArn: j.ARN, JobName: j.Name, JobId: j.ID}, nil
+	return jobRefOut{JobArn: h.arns.Job(j.ID), JobName: j.Name, JobId: j.ID}, nil
 }
 
 func (h *Handler) terminateJob(in *jobIDIn) (any, error) {
-	return empty, h.e.Terminate(in.JobId, in.Reason)
+	return empty, h.e.Terminate(jobID(in.JobId), in.Reason)
 }
 
 func (h *Handler) snapshot(in *queueRefIn) (any, error) {
-	if in.JobQueue == "" {
-		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	queue, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	if err != nil {
+		return nil, err
 	}
-	s, err := h.e.Snapshot(in.JobQueue)
+	s, err := h.e.Snapshot(queue)
 	if err != nil {
 		return nil, err
 	}
@@ -555,13 +596,13 @@ func (h *Handler) snapshot(in *queueRefIn) (any, error) {
 	at := ms(s.At)
 	o.FrontOfQueue.Jobs = []frontJob{}
 	for _, f := range s.Front {
-		o.FrontOfQueue.Jobs = append(o.FrontOfQueue.Jobs, frontJob{f.ARN, ms(f.Since)})
+		o.FrontOfQueue.Jobs = append(o.FrontOfQueue.Jobs, frontJob{h.arns.Job(f.ID), ms(f.Since)})
 	}
 	o.FrontOfQueue.LastUpdatedAt = at
 	o.FrontOfQuotaShares.QuotaShares = map[string][]frontJob{}
 	for _, name := range slices.Sorted(maps.Keys(s.ShareFront)) {
 		f := s.ShareFront[name]
-		o.FrontOfQuotaShares.QuotaShares[name] = []frontJob{{f.ARN, ms(f.Since)}}
+		o.FrontOfQuotaShares.QuotaShares[name] = []frontJob{{h.arns.Job(f.ID), ms(f.Since)}}
 	}
 	o.FrontOfQuotaShares.LastUpdatedAt = at
 	o.QueueUtilization.TotalCapacityUsage = []capacityUsage{}

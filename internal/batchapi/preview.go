@@ -39,8 +39,9 @@ type previewOut struct {
 }
 
 func (h *Handler) preview(in *previewIn) (any, error) {
-	if in.JobQueue == "" {
-		return nil, quotashare.Errorf(quotashare.Invalid, "jobQueue: is required")
+	queue, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	if err != nil {
+		return nil, err
 	}
 	var changes []dispatch.PreviewChange
 	for i, c := range in.Changes {
@@ -66,7 +67,7 @@ func (h *Handler) preview(in *previewIn) (any, error) {
 			return nil, quotashare.Errorf(quotashare.Invalid, "changes[%d]: give capacityLimits or quotaShare", i)
 		}
 	}
-	p, err := h.e.Preview(in.JobQueue, changes)
+	p, err := h.e.Preview(queue, changes)
 	if err != nil {
 		return nil, err
 	}

@@ -43,11 +43,9 @@ func ok[T any](t *testing.T) func(T, error) T {
 	}
 }
 
-const (
-	arnPrefix = "arn:aws:batch:us-east-1:000000000000:"
-	qARN      = arnPrefix + "job-queue/q"
-	shareA    = qARN + "/quota-share/a"
-	shareB    = qARN + "/quota-share/b"
+var (
+	shareA = ShareRef{"q", "a"}
+	shareB = ShareRef{"q", "b"}
 )
 
 func payloadFor(n int) string {
@@ -75,7 +73,7 @@ func world(t *testing.T) (*State, map[string]string) {
 	ok[quotashare.Environment](t)(s.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 3}}}))
 	prio := 1
-	ok[quotashare.Queue](t)(s.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
+	ok[quotashare.Queue](t)(s.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name,
 		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}}))
 	ok[quotashare.QuotaShare](t)(s.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 2}}}))
@@ -114,10 +112,10 @@ func view(t *testing.T, s *State) string {
 		b.Write(out)
 		b.WriteByte('\n')
 	}
-	w(s.DescribePolicies(s.PolicyARNs()))
-	envs, _ := s.DescribeEnvironments(nil)
+	w(s.DescribePolicies(s.PolicyNames()))
+	envs := s.DescribeEnvironments(nil)
 	w(envs)
-	qs, _ := s.DescribeQueues(nil)
+	qs := s.DescribeQueues(nil)
 	w(qs)
 	for _, q := range qs {
 		shares, _ := s.ListShares(q.Name)
@@ -170,13 +168,13 @@ func TestCommands(t *testing.T) {
 			return err
 		}, "fairsharePolicy", nil},
 		{"update policy", func(s *State, _ map[string]string) error {
-			return s.UpdatePolicy(arnPrefix+"scheduling-policy/p", true, false, "FIFO")
+			return s.UpdatePolicy("p", true, false, "FIFO")
 		}, "", []string{"policy p"}},
 		{"update missing policy", func(s *State, _ map[string]string) error {
-			return s.UpdatePolicy(arnPrefix+"scheduling-policy/nope", true, false, "FIFO")
+			return s.UpdatePolicy("nope", true, false, "FIFO")
 		}, "does not exist", nil},
 		{"delete policy in use", func(s *State, _ map[string]string) error {
-			return s.DeletePolicy(arnPrefix + "scheduling-policy/p")
+			return s.DeletePolicy("p")
 		}, "is used by job queue q", nil},
 		{"create environment", func(s *State, _ map[string]string) error {
 			_, err := s.CreateEnvironment(EnvironmentInput{Name: "e2", Type: "SAGEMAKER_TRAINING", Limits: []quotashare.Demand{{InstanceType: "ml.p4d.24xlarge", Count: 1}}})
@@ -203,7 +201,7 @@ func TestCommands(t *testing.T) {
 		}, "", []string{"environment e"}},
 		{"create queue without policy", func(s *State, _ map[string]string) error {
 			prio := 1
-			_, err := s.CreateQueue(QueueInput{Name: "q2", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: arnPrefix + "scheduling-policy/nope",
+			_, err := s.CreateQueue(QueueInput{Name: "q2", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: "nope",
 				EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}})
 			return err
 		}, "schedulingPolicyArn", nil},
@@ -213,13 +211,13 @@ func TestCommands(t *testing.T) {
 				return err
 			}
 			prio := 1
-			_, err := s.CreateQueue(QueueInput{Name: "q2", Priority: &prio, PolicyARN: arnPrefix + "scheduling-policy/p",
+			_, err := s.CreateQueue(QueueInput{Name: "q2", Priority: &prio, Policy: "p",
 				EnvOrder: []EnvOrder{{Order: 1, Environment: "e2"}}})
 			return err
 		}, "", []string{"environment e2", "queue q2"}},
 		{"create queue of another type", func(s *State, _ map[string]string) error {
 			prio := 1
-			_, err := s.CreateQueue(QueueInput{Name: "q2", Type: "ECS", Priority: &prio, PolicyARN: arnPrefix + "scheduling-policy/p",
+			_, err := s.CreateQueue(QueueInput{Name: "q2", Type: "ECS", Priority: &prio, Policy: "p",
 				EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}})
 			return err
 		}, `jobQueueType: "ECS" must be SAGEMAKER_TRAINING`, nil},
@@ -298,10 +296,10 @@ func TestCommands(t *testing.T) {
 			return s.Terminate(ids["b1"], "")
 		}, "reason: is required", nil},
 		{"tag", func(s *State, _ map[string]string) error {
-			return s.Tag(qARN, map[string]string{"team": "ml"})
+			return s.Tag(Resource{Kind: QueueResource, Name: "q"}, map[string]string{"team": "ml"})
 		}, "", []string{"queue q"}},
 		{"tag reserved key", func(s *State, _ map[string]string) error {
-			return s.Tag(qARN, map[string]string{"aws:x": "ml"})
+			return s.Tag(Resource{Kind: QueueResource, Name: "q"}, map[string]string{"aws:x": "ml"})
 		}, "aws:", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -24,7 +24,7 @@ const (
 )
 
 // fifo says whether the queue is FIFO: created without a scheduling policy.
-func (qs *queueState) fifo() bool { return qs.q.PolicyARN == "" }
+func (qs *queueState) fifo() bool { return qs.q.Policy == "" }
 
 // countsInstances says whether an environment's capacity is NUM_INSTANCES.
 func countsInstances(limits []quotashare.Demand) bool {
@@ -33,8 +33,8 @@ func countsInstances(limits []quotashare.Demand) bool {
 
 // checkQueueEnv refuses an environment whose kind does not suit the queue: a FIFO queue
 // needs NUM_INSTANCES, a quota-management queue instance types.
-func (e *State) checkQueueEnv(fifo bool, envARN string) error {
-	env := e.envs[envARN]
+func (e *State) checkQueueEnv(fifo bool, envName string) error {
+	env := e.envs[envName]
 	if env == nil {
 		return nil
 	}
@@ -53,7 +53,7 @@ func (e *State) setFIFOShare(qs *queueState) error {
 	if !qs.fifo() {
 		return nil
 	}
-	env := e.envs[qs.q.EnvironmentARN]
+	env := e.envs[qs.q.Environment]
 	if env == nil {
 		return nil
 	}

@@ -153,7 +153,7 @@ func (e *State) sweep(now time.Time) {
 		if e.jobs[j.ID] != j {
 			continue // already gone with its queue
 		}
-		e.removeJob(e.queues[j.QueueARN], j)
+		e.removeJob(e.queues[j.Queue], j)
 		removed++
 	}
 	if removed > 0 {

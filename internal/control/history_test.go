@@ -55,7 +55,7 @@ func poolOf(t fataler, s *State, capacity int, shares ...string) {
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: capacity}}})
 	check(t, err)
 	prio := 1
-	_, err = s.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
+	_, err = s.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name,
 		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}})
 	check(t, err)
 	for _, name := range shares {
@@ -612,7 +612,7 @@ func TestReclaimWait(t *testing.T) {
 	ok[quotashare.Environment](t)(s.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 2}}}))
 	prio := 1
-	ok[quotashare.Queue](t)(s.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
+	ok[quotashare.Queue](t)(s.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name,
 		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}}))
 	ok[quotashare.QuotaShare](t)(s.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))

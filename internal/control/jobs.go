@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"math"
 	"reflect"
@@ -113,18 +112,14 @@ func CheckJob(in JobInput) (Checked, error) {
 //
 // c is what CheckJob returned for the request.
 func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
-	qarn, err := e.ref("jobQueue", "job-queue", in.Queue)
-	if err != nil {
-		return out, err
-	}
 	err = e.write(func(now time.Time) error {
 		if id, ok := e.tokens[in.ClientToken]; ok && in.ClientToken != "" {
 			j := e.jobs[id]
 			if j == nil {
 				return quotashare.Errorf(quotashare.Conflict, "clientToken: %s was already used for another request (job %s); use a new token", in.ClientToken, id)
 			}
-			diff := sameRequest(j, in, qarn) // against the job as it is now: names the member
-			differs := diff != ""            // a job stored before digests
+			diff := sameRequest(j, in) // against the job as it is now: names the member
+			differs := diff != ""      // a job stored before digests
 			if j.RequestDigest != "" {
 				differs = j.RequestDigest != c.Digest
 			}
@@ -138,14 +133,14 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 			out = e.cloneJob(j)
 			return nil
 		}
-		qs := e.queues[qarn]
+		qs := e.queues[in.Queue]
 		if qs == nil {
 			return invalid("jobQueue: %s does not exist", in.Queue)
 		}
 		if qs.q.Disabled {
 			return quotashare.Errorf(quotashare.Conflict, "jobQueue: %s is DISABLED and accepts no new jobs", qs.q.Name)
 		}
-		if env := e.envs[qs.q.EnvironmentARN]; env == nil || env.Disabled {
+		if env := e.envs[qs.q.Environment]; env == nil || env.Disabled {
 			return quotashare.Errorf(quotashare.Conflict, "jobQueue: the service environment of %s is DISABLED and accepts no new jobs", qs.q.Name)
 		}
 		switch {
@@ -164,7 +159,7 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 			}
 		}
 		id := e.cfg.NewID()
-		j := &quotashare.Job{ID: id, Name: in.Name, QueueARN: qs.q.ARN, Share: in.Share,
+		j := &quotashare.Job{ID: id, Name: in.Name, Queue: qs.q.Name, Share: in.Share,
 			Payload: in.Payload, Need: e.internNeed(c.Need), Status: quotashare.Runnable, CreatedAt: now, RunnableSince: now,
 			Retry: in.Retry, PreemptionRetries: in.PreemptionRetries, Tags: maps.Clone(in.Tags), ClientToken: in.ClientToken}
 		if in.ClientToken != "" {
@@ -200,7 +195,7 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 // sameRequest compares a resubmitted request with the job its clientToken made, member by
 // member, and names the first that differs ("" when none does): a retry with the same
 // token must be the same request, or its change would be silently dropped.
-func sameRequest(j *quotashare.Job, in JobInput, qarn string) string {
+func sameRequest(j *quotashare.Job, in JobInput) string {
 	prio, timeout := 0, 0
 	if in.Priority != nil {
 		prio = *in.Priority
@@ -211,7 +206,7 @@ func sameRequest(j *quotashare.Job, in JobInput, qarn string) string {
 	switch {
 	case j.Name != in.Name:
 		return "jobName"
-	case j.QueueARN != qarn:
+	case j.Queue != in.Queue:
 		return "jobQueue"
 	case j.Share != in.Share:
 		return "quotaShareName"
@@ -231,23 +226,20 @@ func sameRequest(j *quotashare.Job, in JobInput, qarn string) string {
 	return ""
 }
 
-// requestDigest identifies a SubmitServiceJob request: every member but the clientToken,
-// the queue by name (nameOf keeps a name as it is and takes it out of an ARN).
+// requestDigest identifies a SubmitServiceJob request: every member but the clientToken.
 func requestDigest(in JobInput) string {
-	in.ClientToken, in.Queue = "", nameOf(in.Queue)
+	in.ClientToken = ""
 	b, _ := json.Marshal(in) // maps marshal in key order
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
 
-// cloneJob copies a job for a caller, with its ARN: a job in memory holds none (it
-// would cost every job a hundred bytes), it is rendered here, at the edge.
+// cloneJob copies a job for a caller.
 func (e *State) cloneJob(j *quotashare.Job) quotashare.Job {
 	c := *j
-	c.ARN = e.arn("service-job", j.ID)
 	if c.Status == quotashare.Runnable && c.StatusReason == "" {
 		// A waiting reason the scheduler gives (setWaiting): rendered now.
-		if qs := e.queues[j.QueueARN]; qs != nil {
+		if qs := e.queues[j.Queue]; qs != nil {
 			if r, ok := qs.sched.Reason(j.ID); ok {
 				c.ReasonDetail, c.StatusReason = qs.waitReason(r)
 			}
@@ -263,30 +255,20 @@ func (e *State) cloneJob(j *quotashare.Job) quotashare.Job {
 	return c
 }
 
-// jobID accepts a job id or a service-job ARN.
-func jobID(ref string) string {
-	if strings.HasPrefix(ref, "arn:") {
-		if i := strings.Index(ref, ":service-job/"); i >= 0 {
-			return ref[i+len(":service-job/"):]
-		}
-	}
-	return ref
-}
-
-func (e *State) job(ref string) (*quotashare.Job, error) {
-	if ref == "" {
+func (e *State) job(id string) (*quotashare.Job, error) {
+	if id == "" {
 		return nil, invalid("jobId: is required")
 	}
-	j := e.jobs[jobID(ref)]
+	j := e.jobs[id]
 	if j == nil {
-		return nil, quotashare.Errorf(quotashare.NotFound, "jobId: job %s does not exist", ref)
+		return nil, quotashare.Errorf(quotashare.NotFound, "jobId: job %s does not exist", id)
 	}
 	return j, nil
 }
 
-// Job returns a job by id or ARN.
-func (e *State) Job(ref string) (quotashare.Job, error) {
-	j, err := e.job(ref)
+// Job returns a job by id.
+func (e *State) Job(id string) (quotashare.Job, error) {
+	j, err := e.job(id)
 	if err != nil {
 		return quotashare.Job{}, err
 	}
@@ -307,7 +289,7 @@ func (e *State) SetPriority(ref string, priority int) (out quotashare.Job, err e
 		if j.Status.Done() {
 			return quotashare.Errorf(quotashare.Conflict, "jobId: job %s is %s; a finished job's priority cannot change", j.ID, j.Status)
 		}
-		qs := e.queues[j.QueueARN]
+		qs := e.queues[j.Queue]
 		if err := qs.sched.SetPriority(j.ID, priority); err != nil {
 			return invalid("%v", err)
 		}
@@ -332,7 +314,7 @@ func (e *State) Terminate(ref, reason string) error {
 			return err
 		}
 		if !j.Status.Done() {
-			e.terminate(e.queues[j.QueueARN], j, reason, now)
+			e.terminate(e.queues[j.Queue], j, reason, now)
 		}
 		return nil
 	})
@@ -385,7 +367,7 @@ func (e *State) ListJobs(f ListFilter, from int64, limit int) ([]quotashare.Job,
 	if err != nil {
 		return nil, 0, err
 	}
-	qs, err := e.queueRef(f.Queue)
+	qs, err := e.queueNamed(f.Queue)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -510,13 +492,13 @@ type Snapshot struct {
 
 // FrontJob is a job at the front of a queue, and since when it has been waiting there.
 type FrontJob struct {
-	ARN   string
+	ID    string
 	Since time.Time
 }
 
 // Snapshot returns the queue's front jobs and capacity use.
 func (e *State) Snapshot(queue string) (Snapshot, error) {
-	qs, err := e.queueRef(queue)
+	qs, err := e.queueNamed(queue)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -531,7 +513,7 @@ func (e *State) Snapshot(queue string) (Snapshot, error) {
 		for i, id := range ids {
 			j := e.jobs[id]
 			if i == 0 && !qs.fifo() {
-				snap.ShareFront[name] = FrontJob{ARN: e.arn("service-job", j.ID), Since: j.RunnableSince}
+				snap.ShareFront[name] = FrontJob{ID: j.ID, Since: j.RunnableSince}
 			}
 			front = append(front, j)
 		}
@@ -540,7 +522,7 @@ func (e *State) Snapshot(queue string) (Snapshot, error) {
 		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	for _, j := range front[:min(100, len(front))] {
-		snap.Front = append(snap.Front, FrontJob{ARN: e.arn("service-job", j.ID), Since: j.RunnableSince})
+		snap.Front = append(snap.Front, FrontJob{ID: j.ID, Since: j.RunnableSince})
 	}
 	snap.Capacity, snap.Shares = qs.sched.Capacity(), qs.sched.Usage()
 	return snap, nil
@@ -548,7 +530,7 @@ func (e *State) Snapshot(queue string) (Snapshot, error) {
 
 // Usage returns a queue's per-share usage, as the core counts it.
 func (e *State) Usage(queue string) ([]sched.ShareUsage, error) {
-	qs, err := e.queueRef(queue)
+	qs, err := e.queueNamed(queue)
 	if err != nil {
 		return nil, err
 	}
@@ -557,31 +539,55 @@ func (e *State) Usage(queue string) ([]sched.ShareUsage, error) {
 
 // ---- tags ----
 
-// tagsOf finds the tag map of the resource with the ARN, and marks it to be written.
-func (e *State) tagsOf(arn string) (*map[string]string, func(), error) {
-	if p := e.policies[arn]; p != nil {
-		return &p.Tags, func() { e.touch(kindPolicy, arn) }, nil
-	}
-	if v := e.envs[arn]; v != nil {
-		return &v.Tags, func() { e.touch(kindEnv, arn) }, nil
-	}
-	if qs := e.queues[arn]; qs != nil {
-		return &qs.q.Tags, func() { e.touch(kindQueue, arn) }, nil
-	}
-	if s := e.shareByARN(arn); s != nil {
-		return &s.Tags, func() { e.touch(kindShare, arn) }, nil
-	}
-	if strings.Contains(arn, ":service-job/") {
-		if j := e.jobs[jobID(arn)]; j != nil {
+// ResourceKind is the kind of object a Resource names.
+type ResourceKind int
+
+// The kinds of objects that carry tags.
+const (
+	PolicyResource ResourceKind = iota + 1
+	EnvironmentResource
+	QueueResource
+	ShareResource
+	JobResource
+)
+
+// Resource names an object that carries tags: a policy, environment or queue by Name, a
+// share by Queue and Name, a job by its id in Name.
+type Resource struct {
+	Kind        ResourceKind
+	Queue, Name string
+}
+
+// tagsOf finds the tag map of the resource, and marks it to be written.
+func (e *State) tagsOf(r Resource) (*map[string]string, func(), error) {
+	switch r.Kind {
+	case PolicyResource:
+		if p := e.policies[r.Name]; p != nil {
+			return &p.Tags, func() { e.touch(kindPolicy, r.Name) }, nil
+		}
+	case EnvironmentResource:
+		if v := e.envs[r.Name]; v != nil {
+			return &v.Tags, func() { e.touch(kindEnv, r.Name) }, nil
+		}
+	case QueueResource:
+		if qs := e.queues[r.Name]; qs != nil {
+			return &qs.q.Tags, func() { e.touch(kindQueue, r.Name) }, nil
+		}
+	case ShareResource:
+		if s := e.share(ShareRef{r.Queue, r.Name}); s != nil {
+			return &s.Tags, func() { e.touch(kindShare, shareKey(s)) }, nil
+		}
+	case JobResource:
+		if j := e.jobs[r.Name]; j != nil {
 			return &j.Tags, func() { e.touchJob(j) }, nil
 		}
 	}
-	return nil, nil, quotashare.Errorf(quotashare.NotFound, "resourceArn: %s names no scheduling policy, service environment, job queue, quota share or service job", arn)
+	return nil, nil, quotashare.Errorf(quotashare.NotFound, "resourceArn: no such scheduling policy, service environment, job queue, quota share or service job")
 }
 
 // Tags returns a resource's tags.
-func (e *State) Tags(arn string) (map[string]string, error) {
-	t, _, err := e.tagsOf(arn)
+func (e *State) Tags(r Resource) (map[string]string, error) {
+	t, _, err := e.tagsOf(r)
 	if err != nil {
 		return nil, err
 	}
@@ -589,7 +595,7 @@ func (e *State) Tags(arn string) (map[string]string, error) {
 }
 
 // Tag adds or replaces tags on a resource.
-func (e *State) Tag(arn string, tags map[string]string) error {
+func (e *State) Tag(r Resource, tags map[string]string) error {
 	if len(tags) == 0 {
 		return invalid("tags: give 1 to 50 tags")
 	}
@@ -597,7 +603,7 @@ func (e *State) Tag(arn string, tags map[string]string) error {
 		return err
 	}
 	return e.write(func(time.Time) error {
-		t, touch, err := e.tagsOf(arn)
+		t, touch, err := e.tagsOf(r)
 		if err != nil {
 			return err
 		}
@@ -616,12 +622,12 @@ func (e *State) Tag(arn string, tags map[string]string) error {
 }
 
 // Untag removes tags from a resource.
-func (e *State) Untag(arn string, keys []string) error {
+func (e *State) Untag(r Resource, keys []string) error {
 	if len(keys) == 0 || len(keys) > 50 {
 		return invalid("tagKeys: give 1 to 50 keys, got %d", len(keys))
 	}
 	return e.write(func(time.Time) error {
-		t, touch, err := e.tagsOf(arn)
+		t, touch, err := e.tagsOf(r)
 		if err != nil {
 			return err
 		}
@@ -633,9 +639,4 @@ func (e *State) Untag(arn string, keys []string) error {
 		touch()
 		return nil
 	})
-}
-
-// TrainingJobARN is the SageMaker-style ARN of an attempt (serviceResourceId).
-func (e *State) TrainingJobARN(attempt string) string {
-	return fmt.Sprintf("arn:aws:sagemaker:%s:%s:training-job/%s", e.cfg.Region, e.cfg.Account, attempt)
 }

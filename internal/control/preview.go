@@ -37,7 +37,7 @@ type Preview struct {
 // apply differ.
 func (e *State) Preview(queue string, changes []PreviewChange) (Preview, error) {
 	var out Preview
-	qs, err := e.queueRef(queue)
+	qs, err := e.queueNamed(queue)
 	if err != nil {
 		return out, err
 	}

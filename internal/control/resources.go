@@ -21,21 +21,6 @@ const (
 	msgExists = "Object already exists"
 )
 
-func (e *State) arn(kind, name string) string {
-	return fmt.Sprintf("arn:aws:batch:%s:%s:%s/%s", e.cfg.Region, e.cfg.Account, kind, name)
-}
-
-// ref turns a name or an ARN of the kind into an ARN; bad names are an error naming field.
-func (e *State) ref(field, kind, v string) (string, error) {
-	if strings.HasPrefix(v, "arn:") {
-		return v, nil
-	}
-	if !quotashare.ValidName(v) {
-		return "", invalid("%s: %q is neither an ARN nor a name of 1-128 letters, digits, '-' or '_'", field, v)
-	}
-	return e.arn(kind, v), nil
-}
-
 func checkName(field, v string) error {
 	if !quotashare.ValidName(v) {
 		return invalid("%s: %q must be 1-128 letters, digits, '-' or '_'", field, v)
@@ -107,21 +92,20 @@ func (e *State) CreatePolicy(in PolicyInput) (out quotashare.SchedulingPolicy, e
 		return out, err
 	}
 	err = e.write(func(time.Time) error {
-		arn := e.arn("scheduling-policy", in.Name)
-		if e.policies[arn] != nil {
+		if e.policies[in.Name] != nil {
 			return quotashare.Errorf(quotashare.Conflict, msgExists)
 		}
-		p := &quotashare.SchedulingPolicy{Name: in.Name, ARN: arn, IdleStrategy: in.IdleStrategy, Tags: maps.Clone(in.Tags)}
-		e.policies[arn] = p
-		e.touch(kindPolicy, arn)
+		p := &quotashare.SchedulingPolicy{Name: in.Name, IdleStrategy: in.IdleStrategy, Tags: maps.Clone(in.Tags)}
+		e.policies[in.Name] = p
+		e.touch(kindPolicy, in.Name)
 		out = *p
 		return nil
 	})
 	return out, err
 }
 
-// UpdatePolicy changes a policy; its kind can never change.
-func (e *State) UpdatePolicy(arn string, quota, fair bool, idle string) error {
+// UpdatePolicy changes the named policy; its kind can never change.
+func (e *State) UpdatePolicy(name string, quota, fair bool, idle string) error {
 	if fair {
 		return invalid("fairsharePolicy: the policy is a quota-share policy, and a policy's kind can never change")
 	}
@@ -131,22 +115,22 @@ func (e *State) UpdatePolicy(arn string, quota, fair bool, idle string) error {
 		}
 	}
 	return e.write(func(time.Time) error {
-		p := e.policies[arn]
+		p := e.policies[name]
 		if p == nil {
-			return quotashare.Errorf(quotashare.NotFound, "arn: scheduling policy %s does not exist", arn)
+			return quotashare.Errorf(quotashare.NotFound, "arn: scheduling policy %s does not exist", name)
 		}
 		if quota {
 			p.IdleStrategy = idle
-			e.touch(kindPolicy, arn)
+			e.touch(kindPolicy, name)
 		}
 		return nil
 	})
 }
 
-// DescribePolicies returns the policies named by ARN; unknown ones are left out.
-func (e *State) DescribePolicies(arns []string) []quotashare.SchedulingPolicy {
+// DescribePolicies returns the policies named; unknown names are left out.
+func (e *State) DescribePolicies(names []string) []quotashare.SchedulingPolicy {
 	var out []quotashare.SchedulingPolicy
-	for _, a := range arns {
+	for _, a := range names {
 		if p := e.policies[a]; p != nil {
 			c := *p
 			c.Tags = maps.Clone(p.Tags)
@@ -156,24 +140,24 @@ func (e *State) DescribePolicies(arns []string) []quotashare.SchedulingPolicy {
 	return out
 }
 
-// PolicyARNs returns every policy's ARN, sorted.
-func (e *State) PolicyARNs() []string {
+// PolicyNames returns every policy's name, sorted.
+func (e *State) PolicyNames() []string {
 	return slices.Sorted(maps.Keys(e.policies))
 }
 
-// DeletePolicy deletes a policy that no queue uses.
-func (e *State) DeletePolicy(arn string) error {
+// DeletePolicy deletes the named policy if no queue uses it.
+func (e *State) DeletePolicy(name string) error {
 	return e.write(func(time.Time) error {
-		if e.policies[arn] == nil {
-			return quotashare.Errorf(quotashare.NotFound, "arn: scheduling policy %s does not exist", arn)
+		if e.policies[name] == nil {
+			return quotashare.Errorf(quotashare.NotFound, "arn: scheduling policy %s does not exist", name)
 		}
 		for _, qs := range e.sortedQueues() {
-			if qs.q.PolicyARN == arn {
-				return quotashare.Errorf(quotashare.Conflict, "arn: scheduling policy %s is used by job queue %s; give the queue another policy or delete it first", arn, qs.q.Name)
+			if qs.q.Policy == name {
+				return quotashare.Errorf(quotashare.Conflict, "arn: scheduling policy %s is used by job queue %s; give the queue another policy or delete it first", name, qs.q.Name)
 			}
 		}
-		delete(e.policies, arn)
-		e.touch(kindPolicy, arn)
+		delete(e.policies, name)
+		e.touch(kindPolicy, name)
 		return nil
 	})
 }
@@ -212,7 +196,7 @@ func (e *State) checkTypes(limits []quotashare.Demand) error {
 // checkShareTypes refuses a share limit on an instance type its queue's environment does
 // not have.
 func (e *State) checkShareTypes(qs *queueState, limits []quotashare.Demand) error {
-	env := e.envs[qs.q.EnvironmentARN]
+	env := e.envs[qs.q.Environment]
 	if env == nil {
 		return nil
 	}
@@ -266,22 +250,21 @@ func (e *State) CreateEnvironment(in EnvironmentInput) (out quotashare.Environme
 		return out, err
 	}
 	err = e.write(func(time.Time) error {
-		arn := e.arn("service-environment", in.Name)
-		if e.envs[arn] != nil {
+		if e.envs[in.Name] != nil {
 			return quotashare.Errorf(quotashare.Conflict, msgExists)
 		}
-		v := &quotashare.Environment{Name: in.Name, ARN: arn, Disabled: disabled, Limits: slices.Clone(in.Limits), Tags: maps.Clone(in.Tags)}
-		e.envs[arn] = v
-		e.touch(kindEnv, arn)
+		v := &quotashare.Environment{Name: in.Name, Disabled: disabled, Limits: slices.Clone(in.Limits), Tags: maps.Clone(in.Tags)}
+		e.envs[in.Name] = v
+		e.touch(kindEnv, in.Name)
 		out = *v
 		return nil
 	})
 	return out, err
 }
 
-func (e *State) queueOfEnv(arn string) *queueState {
+func (e *State) queueOfEnv(name string) *queueState {
 	for _, qs := range e.queues {
-		if qs.q.EnvironmentARN == arn {
+		if qs.q.Environment == name {
 			return qs
 		}
 	}
@@ -290,11 +273,7 @@ func (e *State) queueOfEnv(arn string) *queueState {
 
 // UpdateEnvironment changes an environment's state and/or limits (nil keeps them). A
 // limit lowered below usage preempts at the next pass, borrowed capacity first.
-func (e *State) UpdateEnvironment(ref string, disabled *bool, limits []quotashare.Demand) (out quotashare.Environment, err error) {
-	arn, err := e.ref("serviceEnvironment", "service-environment", ref)
-	if err != nil {
-		return out, err
-	}
+func (e *State) UpdateEnvironment(name string, disabled *bool, limits []quotashare.Demand) (out quotashare.Environment, err error) {
 	if limits != nil {
 		if err := checkEnvLimits(limits); err != nil {
 			return out, err
@@ -304,12 +283,12 @@ func (e *State) UpdateEnvironment(ref string, disabled *bool, limits []quotashar
 		}
 	}
 	err = e.write(func(time.Time) error {
-		v := e.envs[arn]
+		v := e.envs[name]
 		if v == nil {
-			return quotashare.Errorf(quotashare.NotFound, "serviceEnvironment: %s does not exist", ref)
+			return quotashare.Errorf(quotashare.NotFound, "serviceEnvironment: %s does not exist", name)
 		}
 		disabled := given(disabled, v.Disabled)
-		qs := e.queueOfEnv(arn)
+		qs := e.queueOfEnv(name)
 		if limits != nil && qs != nil {
 			if countsInstances(limits) != qs.fifo() {
 				return invalid("capacityLimits: service environment %s feeds job queue %s, which needs %s", v.Name, qs.q.Name,
@@ -334,7 +313,7 @@ func (e *State) UpdateEnvironment(ref string, disabled *bool, limits []quotashar
 				qs.fresh = append(qs.fresh, e.runnable(qs)...)
 			}
 		}
-		e.touch(kindEnv, arn)
+		e.touch(kindEnv, name)
 		out = *v
 		return nil
 	})
@@ -353,52 +332,44 @@ func (e *State) runnable(qs *queueState) []*quotashare.Job {
 	return out
 }
 
-// DescribeEnvironments returns the environments named (names or ARNs; unknown ones are
-// left out), or all of them, sorted by name.
-func (e *State) DescribeEnvironments(refs []string) ([]quotashare.Environment, error) {
+// DescribeEnvironments returns the environments named (unknown names are left out), or
+// all of them, sorted by name.
+func (e *State) DescribeEnvironments(names []string) []quotashare.Environment {
 	var out []quotashare.Environment
 	add := func(v *quotashare.Environment) {
 		c := *v
 		c.Tags = maps.Clone(v.Tags)
 		out = append(out, c)
 	}
-	if len(refs) == 0 {
+	if len(names) == 0 {
 		for _, v := range e.envs {
 			add(v)
 		}
 	}
-	for _, r := range refs {
-		arn, err := e.ref("serviceEnvironments", "service-environment", r)
-		if err != nil {
-			return nil, err
-		}
-		if v := e.envs[arn]; v != nil {
+	for _, n := range names {
+		if v := e.envs[n]; v != nil {
 			add(v)
 		}
 	}
 	slices.SortFunc(out, func(a, b quotashare.Environment) int { return cmp.Compare(a.Name, b.Name) })
-	return out, nil
+	return out
 }
 
 // DeleteEnvironment deletes a DISABLED environment that no queue uses.
-func (e *State) DeleteEnvironment(ref string) error {
-	arn, err := e.ref("serviceEnvironment", "service-environment", ref)
-	if err != nil {
-		return err
-	}
+func (e *State) DeleteEnvironment(name string) error {
 	return e.write(func(time.Time) error {
-		v := e.envs[arn]
+		v := e.envs[name]
 		if v == nil {
-			return quotashare.Errorf(quotashare.NotFound, "serviceEnvironment: %s does not exist", ref)
+			return quotashare.Errorf(quotashare.NotFound, "serviceEnvironment: %s does not exist", name)
 		}
 		if !v.Disabled {
 			return quotashare.Errorf(quotashare.Conflict, "serviceEnvironment: %s is ENABLED; set its state to DISABLED first", v.Name)
 		}
-		if qs := e.queueOfEnv(arn); qs != nil {
+		if qs := e.queueOfEnv(name); qs != nil {
 			return quotashare.Errorf(quotashare.Conflict, "serviceEnvironment: %s is used by job queue %s; delete the queue first", v.Name, qs.q.Name)
 		}
-		delete(e.envs, arn)
-		e.touch(kindEnv, arn)
+		delete(e.envs, name)
+		e.touch(kindEnv, name)
 		return nil
 	})
 }
@@ -414,7 +385,8 @@ type EnvOrder struct {
 // QueueInput is CreateJobQueue's request, and UpdateJobQueue's where the pointers and
 // the Set flags say what is given.
 type QueueInput struct {
-	Name, Type, PolicyARN string
+	// Policy names the scheduling policy ("" for a FIFO queue, or an update that keeps it).
+	Name, Type, Policy string
 	// Disabled: the queue's state (nil: ENABLED at create, unchanged at update).
 	Disabled            *bool
 	Priority            *int
@@ -452,25 +424,22 @@ func (e *State) checkEnvOrder(order []EnvOrder, self string) (string, int, error
 	if len(order) != 1 {
 		return "", 0, invalid("serviceEnvironmentOrder: a quota-management queue has exactly 1 service environment; got %d", len(order))
 	}
-	arn, err := e.ref("serviceEnvironmentOrder[0].serviceEnvironment", "service-environment", order[0].Environment)
-	if err != nil {
-		return "", 0, err
+	name := order[0].Environment
+	if e.envs[name] == nil {
+		return "", 0, invalid("serviceEnvironmentOrder[0].serviceEnvironment: %s does not exist", name)
 	}
-	if e.envs[arn] == nil {
-		return "", 0, invalid("serviceEnvironmentOrder[0].serviceEnvironment: %s does not exist", order[0].Environment)
+	if qs := e.queueOfEnv(name); qs != nil && qs.q.Name != self {
+		return "", 0, invalid("serviceEnvironmentOrder[0].serviceEnvironment: %s already feeds job queue %s; a quota-management environment serves one queue", name, qs.q.Name)
 	}
-	if qs := e.queueOfEnv(arn); qs != nil && qs.q.ARN != self {
-		return "", 0, invalid("serviceEnvironmentOrder[0].serviceEnvironment: %s already feeds job queue %s; a quota-management environment serves one queue", order[0].Environment, qs.q.Name)
-	}
-	return arn, order[0].Order, nil
+	return name, order[0].Order, nil
 }
 
-func (e *State) checkPolicyRef(field, arn string) error {
-	if arn == "" {
+func (e *State) checkPolicyRef(field, name string) error {
+	if name == "" {
 		return invalid("%s: is required: quotashare runs quota-management queues, which need a scheduling policy with a quotaSharePolicy", field)
 	}
-	if e.policies[arn] == nil {
-		return invalid("%s: scheduling policy %s does not exist", field, arn)
+	if e.policies[name] == nil {
+		return invalid("%s: scheduling policy %s does not exist", field, name)
 	}
 	return nil
 }
@@ -502,35 +471,34 @@ func (e *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 		return out, err
 	}
 	err = e.write(func(time.Time) error {
-		arn := e.arn("job-queue", in.Name)
-		if e.queues[arn] != nil {
+		if e.queues[in.Name] != nil {
 			return quotashare.Errorf(quotashare.Conflict, msgExists)
 		}
-		fifo := in.PolicyARN == "" // AWS: a queue without a policy is FIFO
+		fifo := in.Policy == "" // AWS: a queue without a policy is FIFO
 		if !fifo {
-			if err := e.checkPolicyRef("schedulingPolicyArn", in.PolicyARN); err != nil {
+			if err := e.checkPolicyRef("schedulingPolicyArn", in.Policy); err != nil {
 				return err
 			}
 		}
-		envARN, order, err := e.checkEnvOrder(in.EnvOrder, arn)
+		env, order, err := e.checkEnvOrder(in.EnvOrder, in.Name)
 		if err != nil {
 			return err
 		}
-		if err := e.checkQueueEnv(fifo, envARN); err != nil {
+		if err := e.checkQueueEnv(fifo, env); err != nil {
 			return err
 		}
-		q := &quotashare.Queue{Name: in.Name, ARN: arn, Priority: *in.Priority, Disabled: disabled, PolicyARN: in.PolicyARN,
-			EnvironmentARN: envARN, EnvironmentOrder: order, TimeLimitActions: slices.Clone(in.TimeLimitActions), Tags: maps.Clone(in.Tags)}
+		q := &quotashare.Queue{Name: in.Name, Priority: *in.Priority, Disabled: disabled, Policy: in.Policy,
+			Environment: env, EnvironmentOrder: order, TimeLimitActions: slices.Clone(in.TimeLimitActions), Tags: maps.Clone(in.Tags)}
 		qs := newQueueState(q)
 		qs.sched = sched.New(e.cfg.Sched)
-		if err := qs.sched.SetCapacity(e.envs[envARN].Limits); err != nil {
+		if err := qs.sched.SetCapacity(e.envs[env].Limits); err != nil {
 			return invalid("serviceEnvironmentOrder: %v", err)
 		}
 		if err := e.setFIFOShare(qs); err != nil {
 			return invalid("serviceEnvironmentOrder: %v", err)
 		}
-		e.queues[arn] = qs
-		e.touch(kindQueue, arn)
+		e.queues[in.Name] = qs
+		e.touch(kindQueue, in.Name)
 		out = *q
 		return nil
 	})
@@ -539,11 +507,7 @@ func (e *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 
 // UpdateQueue changes a queue's state, priority, policy, environment (only while no job
 // holds capacity) or time-limit actions.
-func (e *State) UpdateQueue(ref string, in QueueInput) (out quotashare.Queue, err error) {
-	arn, err := e.ref("jobQueue", "job-queue", ref)
-	if err != nil {
-		return out, err
-	}
+func (e *State) UpdateQueue(name string, in QueueInput) (out quotashare.Queue, err error) {
 	if in.Priority != nil && (*in.Priority < 0 || *in.Priority > 1000) {
 		return out, invalid("priority: %d must be from 0 to 1000", *in.Priority)
 	}
@@ -554,26 +518,26 @@ func (e *State) UpdateQueue(ref string, in QueueInput) (out quotashare.Queue, er
 		return out, err
 	}
 	err = e.write(func(time.Time) error {
-		qs := e.queues[arn]
+		qs := e.queues[name]
 		if qs == nil {
-			return quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", ref)
+			return quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", name)
 		}
 		disabled := given(in.Disabled, qs.q.Disabled)
-		if in.PolicyARN != "" {
+		if in.Policy != "" {
 			if qs.fifo() {
 				return invalid("schedulingPolicyArn: job queue %s is FIFO (created without a scheduling policy) and cannot take one", qs.q.Name)
 			}
-			if err := e.checkPolicyRef("schedulingPolicyArn", in.PolicyARN); err != nil {
+			if err := e.checkPolicyRef("schedulingPolicyArn", in.Policy); err != nil {
 				return err
 			}
 		}
-		envARN, order := qs.q.EnvironmentARN, qs.q.EnvironmentOrder
+		env, order := qs.q.Environment, qs.q.EnvironmentOrder
 		if in.EnvOrderSet {
-			if envARN, order, err = e.checkEnvOrder(in.EnvOrder, arn); err != nil {
+			if env, order, err = e.checkEnvOrder(in.EnvOrder, name); err != nil {
 				return err
 			}
-			if envARN != qs.q.EnvironmentARN {
-				if err := e.checkQueueEnv(qs.fifo(), envARN); err != nil {
+			if env != qs.q.Environment {
+				if err := e.checkQueueEnv(qs.fifo(), env); err != nil {
 					return err
 				}
 				for _, u := range qs.sched.Capacity() {
@@ -581,21 +545,21 @@ func (e *State) UpdateQueue(ref string, in QueueInput) (out quotashare.Queue, er
 						return quotashare.Errorf(quotashare.Conflict, "serviceEnvironmentOrder: jobs of queue %s still hold %d %s; the environment can change once none holds capacity", qs.q.Name, u.InUse, u.InstanceType)
 					}
 				}
-				if err := qs.sched.SetCapacity(e.envs[envARN].Limits); err != nil {
+				if err := qs.sched.SetCapacity(e.envs[env].Limits); err != nil {
 					return invalid("serviceEnvironmentOrder: %v", err)
 				}
 			}
 		}
 		q := qs.q
-		envChanged := envARN != q.EnvironmentARN
-		q.Disabled, q.EnvironmentARN, q.EnvironmentOrder = disabled, envARN, order
+		envChanged := env != q.Environment
+		q.Disabled, q.Environment, q.EnvironmentOrder = disabled, env, order
 		if envChanged {
 			if err := e.setFIFOShare(qs); err != nil {
 				return invalid("serviceEnvironmentOrder: %v", err)
 			}
 		}
-		if in.PolicyARN != "" {
-			q.PolicyARN = in.PolicyARN
+		if in.Policy != "" {
+			q.Policy = in.Policy
 		}
 		if in.Priority != nil {
 			q.Priority = *in.Priority
@@ -604,53 +568,42 @@ func (e *State) UpdateQueue(ref string, in QueueInput) (out quotashare.Queue, er
 			q.TimeLimitActions = slices.Clone(in.TimeLimitActions)
 		}
 		qs.dirty = true
-		e.touch(kindQueue, arn)
+		e.touch(kindQueue, name)
 		out = *q
 		return nil
 	})
 	return out, err
 }
 
-// DescribeQueues returns the queues named (names or ARNs; unknown ones are left out), or
-// all of them, sorted by name.
-func (e *State) DescribeQueues(refs []string) ([]quotashare.Queue, error) {
-	if len(refs) > 100 {
-		return nil, invalid("jobQueues: %d names is more than the 100 allowed", len(refs))
-	}
+// DescribeQueues returns the queues named (unknown names are left out), or all of them,
+// sorted by name.
+func (e *State) DescribeQueues(names []string) []quotashare.Queue {
 	var out []quotashare.Queue
 	add := func(qs *queueState) {
 		c := *qs.q
 		c.Tags = maps.Clone(qs.q.Tags)
 		out = append(out, c)
 	}
-	if len(refs) == 0 {
+	if len(names) == 0 {
 		for _, qs := range e.queues {
 			add(qs)
 		}
 	}
-	for _, r := range refs {
-		arn, err := e.ref("jobQueues", "job-queue", r)
-		if err != nil {
-			return nil, err
-		}
-		if qs := e.queues[arn]; qs != nil {
+	for _, n := range names {
+		if qs := e.queues[n]; qs != nil {
 			add(qs)
 		}
 	}
 	slices.SortFunc(out, func(a, b quotashare.Queue) int { return cmp.Compare(a.Name, b.Name) })
-	return out, nil
+	return out
 }
 
 // DeleteQueue deletes a DISABLED queue that has no quota shares left.
-func (e *State) DeleteQueue(ref string) error {
-	arn, err := e.ref("jobQueue", "job-queue", ref)
-	if err != nil {
-		return err
-	}
+func (e *State) DeleteQueue(name string) error {
 	return e.write(func(time.Time) error {
-		qs := e.queues[arn]
+		qs := e.queues[name]
 		if qs == nil {
-			return quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", ref)
+			return quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", name)
 		}
 		if !qs.q.Disabled {
 			return quotashare.Errorf(quotashare.Conflict, "jobQueue: %s is ENABLED; set its state to DISABLED first", qs.q.Name)
@@ -661,25 +614,21 @@ func (e *State) DeleteQueue(ref string) error {
 		if n := qs.live[""]; qs.fifo() && n > 0 {
 			return quotashare.Errorf(quotashare.Conflict, "jobQueue: %s still has %d unfinished job(s); terminate them first", qs.q.Name, n)
 		}
-		delete(e.queues, arn)
+		delete(e.queues, name)
 		qs.jobs.each(func(j *quotashare.Job) bool {
 			e.removeJob(nil, j)
 			return true
 		})
-		e.touch(kindQueue, arn)
+		e.touch(kindQueue, name)
 		return nil
 	})
 }
 
-// queueRef finds a queue by name or ARN; a missing one is NotFound.
-func (e *State) queueRef(ref string) (*queueState, error) {
-	arn, err := e.ref("jobQueue", "job-queue", ref)
-	if err != nil {
-		return nil, err
-	}
-	qs := e.queues[arn]
+// queueNamed finds a queue by name; a missing one is NotFound.
+func (e *State) queueNamed(name string) (*queueState, error) {
+	qs := e.queues[name]
 	if qs == nil {
-		return nil, quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", ref)
+		return nil, quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", name)
 	}
 	return qs, nil
 }

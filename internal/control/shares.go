@@ -3,7 +3,6 @@ package control
 import (
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/quotashare/quotashare"
@@ -81,16 +80,25 @@ func shareConfig(cur quotashare.QuotaShare, in ShareInput, creating bool) (quota
 	return cur, nil
 }
 
-// shareByARN finds a share.
-func (e *State) shareByARN(arn string) *quotashare.QuotaShare {
-	q, name, ok := strings.Cut(arn, "/quota-share/")
-	if !ok {
-		return nil
-	}
-	if qs := e.queues[q]; qs != nil {
-		return qs.shares[name]
+// ShareRef names a quota share: its queue's name and its own.
+type ShareRef struct{ Queue, Name string }
+
+func (r ShareRef) String() string { return r.Queue + "/" + r.Name }
+
+// shareKey is a share's key in records: its queue's name and its own, joined by a slash.
+func shareKey(s *quotashare.QuotaShare) string { return ShareRef{s.Queue, s.Name}.String() }
+
+// share finds a share.
+func (e *State) share(r ShareRef) *quotashare.QuotaShare {
+	if qs := e.queues[r.Queue]; qs != nil {
+		return qs.shares[r.Name]
 	}
 	return nil
+}
+
+// shareNotFound is the error for a share that does not exist.
+func shareNotFound(r ShareRef) error {
+	return quotashare.Errorf(quotashare.NotFound, "quotaShareArn: quota share %s of job queue %s does not exist", r.Name, r.Queue)
 }
 
 // CreateShare creates a quota share.
@@ -117,12 +125,8 @@ func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error
 	if err := e.checkTypes(in.Limits); err != nil {
 		return out, err
 	}
-	qarn, err := e.ref("jobQueue", "job-queue", in.Queue)
-	if err != nil {
-		return out, err
-	}
 	err = e.write(func(time.Time) error {
-		qs := e.queues[qarn]
+		qs := e.queues[in.Queue]
 		if qs == nil {
 			return invalid("jobQueue: %s does not exist", in.Queue)
 		}
@@ -135,8 +139,7 @@ func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error
 		if err := e.checkShareTypes(qs, cfg.Limits); err != nil {
 			return err
 		}
-		cfg.QueueARN = qarn
-		cfg.ARN = qarn + "/quota-share/" + in.Name
+		cfg.Queue = in.Queue
 		cfg.Tags = maps.Clone(in.Tags)
 		if err := qs.sched.SetShare(schedShare(&cfg)); err != nil {
 			return invalid("%v", err)
@@ -144,7 +147,7 @@ func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error
 		s := &cfg
 		qs.shares[in.Name] = s
 		qs.dirty = true
-		e.touch(kindShare, s.ARN)
+		e.touch(kindShare, shareKey(s))
 		out = *s
 		return nil
 	})
@@ -153,11 +156,11 @@ func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error
 
 // UpdateShare changes a share. A limit lowered below usage makes the excess borrowed:
 // reclaimable when an owner needs it.
-func (e *State) UpdateShare(arn string, in ShareInput) (out quotashare.QuotaShare, err error) {
+func (e *State) UpdateShare(r ShareRef, in ShareInput) (out quotashare.QuotaShare, err error) {
 	err = e.write(func(time.Time) error {
-		s := e.shareByARN(arn)
+		s := e.share(r)
 		if s == nil {
-			return quotashare.Errorf(quotashare.NotFound, "quotaShareArn: quota share %s does not exist", arn)
+			return shareNotFound(r)
 		}
 		if s.Deleting {
 			return quotashare.Errorf(quotashare.Conflict, "quotaShareArn: quota share %s is being deleted", s.Name)
@@ -169,7 +172,7 @@ func (e *State) UpdateShare(arn string, in ShareInput) (out quotashare.QuotaShar
 		if err != nil {
 			return err
 		}
-		qs := e.queues[s.QueueARN]
+		qs := e.queues[s.Queue]
 		if in.Limits != nil {
 			if err := e.checkShareTypes(qs, in.Limits); err != nil {
 				return err
@@ -181,7 +184,7 @@ func (e *State) UpdateShare(arn string, in ShareInput) (out quotashare.QuotaShar
 		*s = cfg
 		qs.dirty = true
 		qs.fresh = append(qs.fresh, e.runnable(qs)...)
-		e.touch(kindShare, arn)
+		e.touch(kindShare, shareKey(s))
 		out = *s
 		out.Tags = maps.Clone(s.Tags)
 		return nil
@@ -190,10 +193,10 @@ func (e *State) UpdateShare(arn string, in ShareInput) (out quotashare.QuotaShar
 }
 
 // DescribeShare returns a share; a missing one is an error that says "does not exist".
-func (e *State) DescribeShare(arn string) (quotashare.QuotaShare, error) {
-	s := e.shareByARN(arn)
+func (e *State) DescribeShare(r ShareRef) (quotashare.QuotaShare, error) {
+	s := e.share(r)
 	if s == nil {
-		return quotashare.QuotaShare{}, quotashare.Errorf(quotashare.NotFound, "quotaShareArn: quota share %s does not exist", arn)
+		return quotashare.QuotaShare{}, shareNotFound(r)
 	}
 	c := *s
 	c.Tags = maps.Clone(s.Tags)
@@ -202,7 +205,7 @@ func (e *State) DescribeShare(arn string) (quotashare.QuotaShare, error) {
 
 // ListShares returns a queue's shares, sorted by name.
 func (e *State) ListShares(queue string) ([]quotashare.QuotaShare, error) {
-	qs, err := e.queueRef(queue)
+	qs, err := e.queueNamed(queue)
 	if err != nil {
 		return nil, err
 	}
@@ -215,11 +218,11 @@ func (e *State) ListShares(queue string) ([]quotashare.QuotaShare, error) {
 
 // DeleteShare deletes a DISABLED share: its waiting jobs fail at once, its running ones
 // are stopped, and the share is gone when the last of them has stopped.
-func (e *State) DeleteShare(arn string) error {
+func (e *State) DeleteShare(r ShareRef) error {
 	return e.write(func(now time.Time) error {
-		s := e.shareByARN(arn)
+		s := e.share(r)
 		if s == nil {
-			return quotashare.Errorf(quotashare.NotFound, "quotaShareArn: quota share %s does not exist", arn)
+			return shareNotFound(r)
 		}
 		if !s.Disabled {
 			return quotashare.Errorf(quotashare.Conflict, "quotaShareArn: quota share %s is ENABLED; set its state to DISABLED first", s.Name)
@@ -228,8 +231,8 @@ func (e *State) DeleteShare(arn string) error {
 			return nil
 		}
 		s.Deleting = true
-		e.touch(kindShare, arn)
-		qs := e.queues[s.QueueARN]
+		e.touch(kindShare, shareKey(s))
+		qs := e.queues[s.Queue]
 		// Its unfinished jobs, in submission order: those the scheduler holds, never the
 		// queue's history.
 		var ending []*quotashare.Job

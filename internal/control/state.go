@@ -25,8 +25,6 @@ import (
 
 // Config configures a State.
 type Config struct {
-	// Region and Account go into ARNs (defaults us-east-1 and 000000000000).
-	Region, Account string
 	// NewID makes job ids.
 	NewID func() string
 	// Sched tunes every queue's scheduler; Sched.MaxShares is the shares per queue (20).
@@ -71,9 +69,9 @@ type Action struct {
 // lock around every call.
 type State struct {
 	cfg      Config
-	policies map[string]*quotashare.SchedulingPolicy // by ARN
-	envs     map[string]*quotashare.Environment      // by ARN
-	queues   map[string]*queueState                  // by ARN
+	policies map[string]*quotashare.SchedulingPolicy // by name
+	envs     map[string]*quotashare.Environment      // by name
+	queues   map[string]*queueState                  // by name
 	jobs     map[string]*quotashare.Job              // by id
 	tokens   map[string]string                       // clientToken -> job id
 	clock    time.Time                               // the time of the call, from SetTime
@@ -115,12 +113,6 @@ func Load(cfg Config, load func(fn func(quotashare.Record) error) error) (*State
 // runner decodes them on several cores while the store reads on, and the state, which is
 // not safe for concurrent use, takes them in order.
 func LoadDecoded(cfg Config, load func(fn func(Loaded) error) error) (*State, error) {
-	if cfg.Region == "" {
-		cfg.Region = "us-east-1"
-	}
-	if cfg.Account == "" {
-		cfg.Account = "000000000000"
-	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = time.Second
 	}
@@ -346,20 +338,20 @@ func (e *State) load(load func(fn func(Loaded) error) error) error {
 		e.version = -1 // empty: upgrade writes the format record
 	}
 	for _, s := range shares {
-		qs := e.queues[s.QueueARN]
+		qs := e.queues[s.Queue]
 		if qs == nil {
-			return fmt.Errorf("share %s: its queue %s is missing", s.ARN, s.QueueARN)
+			return fmt.Errorf("share %s: its queue %s is missing", shareKey(s), s.Queue)
 		}
 		qs.shares[s.Name] = s
 	}
 	slices.SortFunc(jobs, bySubmission)
 	var finished []*quotashare.Job
 	for _, j := range jobs {
-		qs := e.queues[j.QueueARN]
+		qs := e.queues[j.Queue]
 		if qs == nil {
-			return fmt.Errorf("job %s: its queue %s is missing", j.ID, j.QueueARN)
+			return fmt.Errorf("job %s: its queue %s is missing", j.ID, j.Queue)
 		}
-		j.QueueARN = qs.q.ARN // one string for every job of the queue
+		j.Queue = qs.q.Name // one string for every job of the queue
 		e.jobs[j.ID] = j
 		if j.ClientToken != "" {
 			e.tokens[j.ClientToken] = j.ID
@@ -398,7 +390,7 @@ func (e *State) load(load func(fn func(Loaded) error) error) error {
 // to try changes on a copy.
 func (e *State) rebuild(qs *queueState) (*sched.Scheduler, error) {
 	s := sched.New(e.cfg.Sched)
-	if env := e.envs[qs.q.EnvironmentARN]; env != nil {
+	if env := e.envs[qs.q.Environment]; env != nil {
 		if err := s.SetCapacity(env.Limits); err != nil {
 			return nil, fmt.Errorf("environment %s: %w", env.Name, err)
 		}
@@ -411,7 +403,7 @@ func (e *State) rebuild(qs *queueState) (*sched.Scheduler, error) {
 	for _, name := range slices.Sorted(maps.Keys(qs.shares)) {
 		sh := qs.shares[name]
 		if err := s.SetShare(schedShare(sh)); err != nil {
-			return nil, fmt.Errorf("share %s: %w", sh.ARN, err)
+			return nil, fmt.Errorf("share %s: %w", shareKey(sh), err)
 		}
 	}
 	// Waiting jobs first, so that a stopping attempt finds the job its capacity is for.
@@ -491,11 +483,11 @@ func (e *State) sortedQueues() []*queueState {
 func (e *State) pass(qs *queueState, now time.Time) {
 	e.passes++
 	qs.dirty, qs.wakeAt = false, time.Time{}
-	if env := e.envs[qs.q.EnvironmentARN]; env == nil || env.Disabled {
+	if env := e.envs[qs.q.Environment]; env == nil || env.Disabled {
 		for _, j := range qs.fresh {
 			if j.Status == quotashare.Runnable {
 				e.say(j, quotashare.ReasonEnvironmentDisabled, " - ", fmt.Sprintf("service environment %s is DISABLED: no job of queue %s is placed until it is enabled",
-					nameOf(qs.q.EnvironmentARN), qs.q.Name))
+					qs.q.Environment, qs.q.Name))
 			}
 		}
 		qs.fresh = qs.fresh[:0]
@@ -536,7 +528,7 @@ func (e *State) pass(qs *queueState, now time.Time) {
 // jobs then hold no text, and a pass renders none.
 func (e *State) setWaiting(j *quotashare.Job, r sched.Reason) {
 	code := r.Code
-	if qs := e.queues[j.QueueARN]; qs != nil {
+	if qs := e.queues[j.Queue]; qs != nil {
 		code = qs.waitCode(r)
 	}
 	e.setReason(j, quotashare.ReasonCode(e.intern(string(code))), "", "")
@@ -562,7 +554,7 @@ func (e *State) say(j *quotashare.Job, code quotashare.ReasonCode, sep, detail s
 func (e *State) setReason(j *quotashare.Job, code quotashare.ReasonCode, detail, statusReason string) {
 	qs := (*queueState)(nil)
 	if j.ReasonCode != code { // a new code may move the job in the time-limit index
-		qs = e.queues[j.QueueARN]
+		qs = e.queues[j.Queue]
 	}
 	if qs == nil {
 		j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, statusReason
@@ -585,24 +577,24 @@ func (e *State) sayHolding(j *quotashare.Job, state, detail string) {
 
 // start records a decision to start a job and queues the executor's Start.
 func (e *State) start(j *quotashare.Job, st sched.Start, now time.Time) {
-	e.counters.Starts[ShareKey{nameOf(j.QueueARN), shareLabel(j.Share)}]++
+	e.counters.Starts[ShareKey{j.Queue, shareLabel(j.Share)}]++
 	j.Seq++
 	if j.Seq == 1 {
-		e.waits = append(e.waits, StartWait{nameOf(j.QueueARN), shareLabel(j.Share), priorityBand(j.Priority), now.Sub(j.CreatedAt), false})
+		e.waits = append(e.waits, StartWait{j.Queue, shareLabel(j.Share), priorityBand(j.Priority), now.Sub(j.CreatedAt), false})
 	}
 	if t, ok := e.reclaimAt[j.ID]; ok {
-		e.waits = append(e.waits, StartWait{nameOf(j.QueueARN), shareLabel(j.Share), priorityBand(j.Priority), now.Sub(t), true})
+		e.waits = append(e.waits, StartWait{j.Queue, shareLabel(j.Share), priorityBand(j.Priority), now.Sub(t), true})
 		delete(e.reclaimAt, j.ID)
 	}
 	a := &quotashare.Attempt{ID: quotashare.AttemptID(j.ID, j.Seq), ScheduledAt: now, Borrowed: st.Borrowed}
 	j.Current = a
-	qs := e.queues[j.QueueARN]
+	qs := e.queues[j.Queue]
 	qs.active[j] = true
 	qs.setStatus(j, quotashare.Scheduled)
 	e.sayHolding(j, "SCHEDULED", "capacity assigned in share "+j.Share+borrowText(st.Borrowed))
 	j.HeldUntil = time.Time{}
 	e.touchJob(j)
-	e.decide(Decision{Kind: "start", Queue: nameOf(j.QueueARN), Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Borrowed: demandsText(st.Borrowed),
+	e.decide(Decision{Kind: "start", Queue: j.Queue, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Borrowed: demandsText(st.Borrowed),
 		Text: fmt.Sprintf("start    %s (%s, share %s, priority %d)%s", j.Name, j.ID, j.Share, j.Priority, borrowText(st.Borrowed))})
 	spec := e.spec(j)
 	e.act(Action{Start: &spec})
@@ -627,15 +619,15 @@ func (e *State) spec(j *quotashare.Job) quotashare.AttemptSpec {
 // preempt records a decision to stop an attempt and queues the executor's Stop.
 func (e *State) preempt(j *quotashare.Job, p sched.Preemption) {
 	rule := p.Rule.String()
-	if s := e.queues[j.QueueARN].shares[j.Share]; p.Rule == sched.RuleReclaim && s != nil && !s.Strategy.Borrows() {
+	if s := e.queues[j.Queue].shares[j.Share]; p.Rule == sched.RuleReclaim && s != nil && !s.Strategy.Borrows() {
 		rule = "limit-lowered"
 	}
-	e.counters.Preemptions[PreemptionKey{nameOf(j.QueueARN), rule, shareLabel(j.Share)}]++
+	e.counters.Preemptions[PreemptionKey{j.Queue, rule, shareLabel(j.Share)}]++
 	a := j.Current
 	a.Stop, a.StopReason, a.StopFor, a.StopRule = quotashare.StopPreempted, p.Reason, p.ForJob, rule
 	e.say(j, quotashare.ReasonPreempting, ": ", p.Reason)
 	e.touchJob(j)
-	e.decide(Decision{Kind: "preempt", Queue: nameOf(j.QueueARN), Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Rule: p.Rule.String(), ForJob: p.ForJob, Reason: p.Reason,
+	e.decide(Decision{Kind: "preempt", Queue: j.Queue, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Rule: p.Rule.String(), ForJob: p.ForJob, Reason: p.Reason,
 		Text: fmt.Sprintf("preempt  %s (%s, share %s, rule %s): %s", j.Name, j.ID, j.Share, p.Rule, p.Reason)})
 	e.act(Action{Stop: a.ID})
 }
@@ -647,7 +639,7 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 		return // about an attempt that is over already: reports may repeat
 	}
 	a := j.Current
-	qs := e.queues[j.QueueARN]
+	qs := e.queues[j.Queue]
 	at := r.At
 	if at.IsZero() {
 		at = now
@@ -798,7 +790,7 @@ func (e *State) requeue(qs *queueState, j *quotashare.Job, code quotashare.Reaso
 	qs.setStatus(j, quotashare.Runnable)
 	e.setReason(j, code, detail, statusReason)
 	qs.fresh = append(qs.fresh, j)
-	e.decide(Decision{Kind: "requeue", Queue: nameOf(j.QueueARN), Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Code: string(code), Reason: j.StatusReason,
+	e.decide(Decision{Kind: "requeue", Queue: j.Queue, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Code: string(code), Reason: j.StatusReason,
 		Text: fmt.Sprintf("requeue  %s (%s, share %s): %s", j.Name, j.ID, j.Share, j.StatusReason)})
 }
 
@@ -872,7 +864,7 @@ func (e *State) dropShare(qs *queueState, s *quotashare.QuotaShare) {
 	}
 	delete(qs.shares, s.Name)
 	delete(qs.live, s.Name)
-	e.touch(kindShare, s.ARN)
+	e.touch(kindShare, shareKey(s))
 	qs.dirty = true
 }
 
@@ -927,11 +919,4 @@ func (e *State) timeLimits(now time.Time) {
 			qs.dirty = true
 		}
 	}
-}
-
-func nameOf(arn string) string {
-	if i := strings.LastIndexByte(arn, '/'); i >= 0 {
-		return arn[i+1:]
-	}
-	return arn
 }

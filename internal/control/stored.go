@@ -17,7 +17,8 @@ import (
 //
 // Records are keyed by name, never by ARN: an ARN holds the region and account the
 // server runs as, and a data folder restarted with another --region must still find
-// every resource. ARNs are made again at load. The keys:
+// every resource. The State keys its objects the same way, and only the API's edge
+// (internal/batchapi) makes ARNs. The keys:
 //
 //	policy       policy name
 //	environment  service environment name
@@ -183,7 +184,7 @@ func fromStoredAttempt(a storedAttempt) quotashare.Attempt {
 }
 
 func toStoredJob(j *quotashare.Job) storedJob {
-	s := storedJob{ID: j.ID, Name: j.Name, Queue: nameOf(j.QueueARN), Share: j.Share, Priority: j.Priority, Payload: j.Payload,
+	s := storedJob{ID: j.ID, Name: j.Name, Queue: j.Queue, Share: j.Share, Priority: j.Priority, Payload: j.Payload,
 		Need: toStoredDemands(j.Need), Status: string(j.Status), StatusReason: j.StatusReason, CreatedAt: j.CreatedAt, StoppedAt: j.StoppedAt,
 		RunnableSince: j.RunnableSince, IsTerminated: j.IsTerminated, PreemptionRetries: j.PreemptionRetries, TimeoutSeconds: j.TimeoutSeconds,
 		Tags: j.Tags, ClientToken: j.ClientToken, Attempts: convert(j.Attempts, toStoredAttempt), Preempted: convert(j.Preempted, toStoredAttempt),
@@ -201,7 +202,7 @@ func toStoredJob(j *quotashare.Job) storedJob {
 }
 
 func (e *State) fromStoredJob(s storedJob) *quotashare.Job {
-	j := &quotashare.Job{ID: s.ID, Name: s.Name, QueueARN: e.queueARN(s.Queue), Share: e.intern(s.Share),
+	j := &quotashare.Job{ID: s.ID, Name: s.Name, Queue: e.intern(s.Queue), Share: e.intern(s.Share),
 		Priority: s.Priority, Payload: s.Payload, Need: e.internNeed(fromStoredDemands(s.Need)), Status: quotashare.JobStatus(e.intern(s.Status)),
 		StatusReason: e.intern(s.StatusReason), CreatedAt: s.CreatedAt, StoppedAt: s.StoppedAt, RunnableSince: s.RunnableSince,
 		IsTerminated: s.IsTerminated, PreemptionRetries: s.PreemptionRetries, TimeoutSeconds: s.TimeoutSeconds, Tags: s.Tags,
@@ -225,23 +226,6 @@ func (e *State) fromStoredJob(s storedJob) *quotashare.Job {
 	return j
 }
 
-// shareARN is a quota share's ARN: its queue's, then /quota-share/ and its name.
-func shareARN(queueARN, name string) string { return queueARN + "/quota-share/" + name }
-
-// storedKey turns an object's key in memory (an ARN for a resource, the id for a job)
-// into its key in the store.
-func storedKey(kind, key string) string {
-	switch kind {
-	case kindPolicy, kindEnv, kindQueue:
-		return nameOf(key)
-	case kindShare:
-		_, rest, _ := strings.Cut(key, ":job-queue/")
-		q, s, _ := strings.Cut(rest, "/quota-share/")
-		return q + "/" + s
-	}
-	return key
-}
-
 // encode renders the object at a key in memory as its stored record; an object no longer
 // in memory gives a deletion.
 func (e *State) encode(k recKey) quotashare.Record {
@@ -258,13 +242,14 @@ func (e *State) encode(k recKey) quotashare.Record {
 	case kindQueue:
 		if qs := e.queues[k.key]; qs != nil {
 			q := qs.q
-			v = storedQueue{Name: q.Name, Priority: q.Priority, Disabled: q.Disabled, Policy: nameOf(q.PolicyARN),
-				Environment: nameOf(q.EnvironmentARN), EnvironmentOrder: q.EnvironmentOrder,
+			v = storedQueue{Name: q.Name, Priority: q.Priority, Disabled: q.Disabled, Policy: q.Policy,
+				Environment: q.Environment, EnvironmentOrder: q.EnvironmentOrder,
 				TimeLimitActions: convert(q.TimeLimitActions, func(a quotashare.TimeLimitAction) storedTimeLimitAction { return storedTimeLimitAction(a) }), Tags: q.Tags}
 		}
 	case kindShare:
-		if s := e.shareByARN(k.key); s != nil {
-			v = storedShare{Name: s.Name, Queue: nameOf(s.QueueARN), Limits: toStoredDemands(s.Limits), Strategy: string(s.Strategy),
+		q, name, _ := strings.Cut(k.key, "/")
+		if s := e.share(ShareRef{q, name}); s != nil {
+			v = storedShare{Name: s.Name, Queue: s.Queue, Limits: toStoredDemands(s.Limits), Strategy: string(s.Strategy),
 				BorrowLimit: s.BorrowLimit, InSharePreemption: s.InSharePreemption, Disabled: s.Disabled, Deleting: s.Deleting, Tags: s.Tags,
 				MinRunTimeSeconds: int64(s.MinRunTime / time.Second), MinRunTimeAgainstReclaim: s.MinRunTimeAgainstReclaim}
 		}
@@ -273,7 +258,7 @@ func (e *State) encode(k recKey) quotashare.Record {
 			v = toStoredJob(j)
 		}
 	}
-	r := quotashare.Record{Kind: k.kind, Key: storedKey(k.kind, k.key)}
+	r := quotashare.Record{Kind: k.kind, Key: k.key}
 	if v != nil {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -300,35 +285,27 @@ func (e *State) decode(version int, l Loaded) (*quotashare.QuotaShare, *quotasha
 		if err := json.Unmarshal(r.Body, &s); err != nil {
 			return nil, nil, err
 		}
-		p := &quotashare.SchedulingPolicy{Name: s.Name, ARN: e.arn("scheduling-policy", s.Name), IdleStrategy: s.IdleStrategy, Tags: s.Tags}
-		e.policies[p.ARN] = p
+		e.policies[s.Name] = &quotashare.SchedulingPolicy{Name: s.Name, IdleStrategy: s.IdleStrategy, Tags: s.Tags}
 	case kindEnv:
 		var s storedEnvironment
 		if err := json.Unmarshal(r.Body, &s); err != nil {
 			return nil, nil, err
 		}
-		v := &quotashare.Environment{Name: s.Name, ARN: e.arn("service-environment", s.Name), Disabled: s.Disabled,
-			Limits: fromStoredDemands(s.Limits), Tags: s.Tags}
-		e.envs[v.ARN] = v
+		e.envs[s.Name] = &quotashare.Environment{Name: s.Name, Disabled: s.Disabled, Limits: fromStoredDemands(s.Limits), Tags: s.Tags}
 	case kindQueue:
 		var s storedQueue
 		if err := json.Unmarshal(r.Body, &s); err != nil {
 			return nil, nil, err
 		}
-		q := &quotashare.Queue{Name: s.Name, ARN: e.arn("job-queue", s.Name), Priority: s.Priority, Disabled: s.Disabled,
-			PolicyARN: e.arn("scheduling-policy", s.Policy), EnvironmentARN: e.arn("service-environment", s.Environment),
+		q := &quotashare.Queue{Name: s.Name, Priority: s.Priority, Disabled: s.Disabled, Policy: s.Policy, Environment: s.Environment,
 			EnvironmentOrder: s.EnvironmentOrder, TimeLimitActions: convert(s.TimeLimitActions, func(a storedTimeLimitAction) quotashare.TimeLimitAction { return quotashare.TimeLimitAction(a) }), Tags: s.Tags}
-		if s.Policy == "" {
-			q.PolicyARN = "" // a FIFO queue
-		}
-		e.queues[q.ARN] = newQueueState(q)
+		e.queues[q.Name] = newQueueState(q)
 	case kindShare:
 		var s storedShare
 		if err := json.Unmarshal(r.Body, &s); err != nil {
 			return nil, nil, err
 		}
-		qarn := e.arn("job-queue", s.Queue)
-		return &quotashare.QuotaShare{Name: s.Name, ARN: shareARN(qarn, s.Name), QueueARN: qarn, Limits: fromStoredDemands(s.Limits),
+		return &quotashare.QuotaShare{Name: s.Name, Queue: s.Queue, Limits: fromStoredDemands(s.Limits),
 			Strategy: quotashare.Strategy(s.Strategy), BorrowLimit: s.BorrowLimit, InSharePreemption: s.InSharePreemption,
 			MinRunTime: time.Duration(s.MinRunTimeSeconds) * time.Second, MinRunTimeAgainstReclaim: s.MinRunTimeAgainstReclaim,
 			Disabled: s.Disabled, Deleting: s.Deleting, Tags: s.Tags}, nil, nil
@@ -344,49 +321,58 @@ func (e *State) decode(version int, l Loaded) (*quotashare.QuotaShare, *quotasha
 	return nil, nil, nil
 }
 
+// v0Links are the links of a version-0 record: ARNs, under the Go field names the root
+// types had then.
+type v0Links struct{ QueueARN, PolicyARN, EnvironmentARN string }
+
+// nameOf is the name at the end of an ARN.
+func nameOf(arn string) string {
+	if i := strings.LastIndexByte(arn, '/'); i >= 0 {
+		return arn[i+1:]
+	}
+	return arn
+}
+
 // decodeV0 reads a record of the format before version 1: the root types marshalled as
-// they were, keyed and linked by ARN. The ARNs are made again from the names, in the
-// region and account the server runs as now.
+// they were, keyed and linked by ARN. The links are taken by the names in those ARNs.
 func (e *State) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotashare.Job, error) {
+	var links v0Links
+	if err := json.Unmarshal(r.Body, &links); err != nil {
+		return nil, nil, err
+	}
 	switch r.Kind {
 	case kindPolicy:
 		p := &quotashare.SchedulingPolicy{}
 		if err := json.Unmarshal(r.Body, p); err != nil {
 			return nil, nil, err
 		}
-		p.ARN = e.arn("scheduling-policy", p.Name)
-		e.policies[p.ARN] = p
+		e.policies[p.Name] = p
 	case kindEnv:
 		v := &quotashare.Environment{}
 		if err := json.Unmarshal(r.Body, v); err != nil {
 			return nil, nil, err
 		}
-		v.ARN = e.arn("service-environment", v.Name)
-		e.envs[v.ARN] = v
+		e.envs[v.Name] = v
 	case kindQueue:
 		q := &quotashare.Queue{}
 		if err := json.Unmarshal(r.Body, q); err != nil {
 			return nil, nil, err
 		}
-		q.ARN = e.arn("job-queue", q.Name)
-		q.PolicyARN = e.arn("scheduling-policy", nameOf(q.PolicyARN))
-		q.EnvironmentARN = e.arn("service-environment", nameOf(q.EnvironmentARN))
-		e.queues[q.ARN] = newQueueState(q)
+		q.Policy, q.Environment = nameOf(links.PolicyARN), nameOf(links.EnvironmentARN)
+		e.queues[q.Name] = newQueueState(q)
 	case kindShare:
 		s := &quotashare.QuotaShare{}
 		if err := json.Unmarshal(r.Body, s); err != nil {
 			return nil, nil, err
 		}
-		s.QueueARN = e.arn("job-queue", nameOf(s.QueueARN))
-		s.ARN = shareARN(s.QueueARN, s.Name)
+		s.Queue = nameOf(links.QueueARN)
 		return s, nil, nil
 	case kindJob:
 		j := &quotashare.Job{}
 		if err := json.Unmarshal(r.Body, j); err != nil {
 			return nil, nil, err
 		}
-		j.ARN = ""
-		j.QueueARN = e.queueARN(nameOf(j.QueueARN))
+		j.Queue = e.intern(nameOf(links.QueueARN))
 		// Version 0 kept only a RUNNABLE job's code, as WaitCode; the others' follows
 		// from their state, and their detail is their statusReason.
 		var old struct{ WaitCode string }
@@ -415,16 +401,16 @@ func (e *State) Upgrade() []quotashare.Record {
 		batch = append(batch, quotashare.Record{Kind: k.kind, Key: k.key})
 	}
 	if e.version == 0 {
-		for arn := range e.policies {
-			batch = append(batch, e.encode(recKey{kindPolicy, arn}))
+		for name := range e.policies {
+			batch = append(batch, e.encode(recKey{kindPolicy, name}))
 		}
-		for arn := range e.envs {
-			batch = append(batch, e.encode(recKey{kindEnv, arn}))
+		for name := range e.envs {
+			batch = append(batch, e.encode(recKey{kindEnv, name}))
 		}
-		for arn, qs := range e.queues {
-			batch = append(batch, e.encode(recKey{kindQueue, arn}))
+		for name, qs := range e.queues {
+			batch = append(batch, e.encode(recKey{kindQueue, name}))
 			for _, s := range qs.shares {
-				batch = append(batch, e.encode(recKey{kindShare, s.ARN}))
+				batch = append(batch, e.encode(recKey{kindShare, shareKey(s)}))
 			}
 		}
 		for id := range e.jobs {
@@ -467,15 +453,6 @@ func v0Code(j *quotashare.Job, waitCode string) quotashare.ReasonCode {
 		return quotashare.ReasonOwnCapacity
 	}
 	return quotashare.ReasonCode(waitCode)
-}
-
-// queueARN is the ARN of the queue of that name: the queue's own string when it is
-// loaded, so that its jobs share it instead of holding a copy each.
-func (e *State) queueARN(name string) string {
-	if arn, ok := e.strings[name]; ok && strings.HasSuffix(arn, ":job-queue/"+name) {
-		return arn
-	}
-	return e.intern(e.arn("job-queue", name))
 }
 
 // Loaded is a stored record on its way into a State, decoded as far as can be done

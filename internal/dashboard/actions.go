@@ -167,7 +167,7 @@ func (h *handler) actionOf(r *http.Request) (action, error) {
 		}
 		for _, s := range shares {
 			if s.Name == a.Share {
-				a.ShareARN = s.ARN
+				a.ShareARN = h.cfg.ARNs.Share(s.Queue, s.Name)
 			}
 		}
 		if a.ShareARN == "" {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/batchapi"
 	"github.com/quotashare/quotashare/internal/dispatch"
 	"github.com/quotashare/quotashare/internal/sched"
 )
@@ -48,6 +49,8 @@ type Config struct {
 	// already authenticated, the caller in their context): the write actions go through
 	// it. Without it the dashboard only reads.
 	API http.Handler
+	// ARNs makes the ARNs the write actions send to the API.
+	ARNs batchapi.ARNs
 }
 
 type handler struct {
@@ -435,7 +438,7 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	v := jobView{Job: j, Token: h.writeToken(r), Queue: j.QueueARN[strings.LastIndex(j.QueueARN, "/")+1:], Hint: j.ReasonCode.Hint(), Logs: h.cfg.Logs != nil}
+	v := jobView{Job: j, Token: h.writeToken(r), Queue: j.Queue, Hint: j.ReasonCode.Hint(), Logs: h.cfg.Logs != nil}
 	attempts := slices.Concat(j.Attempts, j.Preempted)
 	if j.Current != nil {
 		attempts = append(attempts, *j.Current)

@@ -23,6 +23,17 @@ type (
 	PreviewChange     = control.PreviewChange
 	PreviewPreemption = control.PreviewPreemption
 	PreviewBorrowing  = control.PreviewBorrowing
+	ShareRef          = control.ShareRef
+	Resource          = control.Resource
+)
+
+// The kinds of resources that carry tags.
+const (
+	PolicyResource      = control.PolicyResource
+	EnvironmentResource = control.EnvironmentResource
+	QueueResource       = control.QueueResource
+	ShareResource       = control.ShareResource
+	JobResource         = control.JobResource
 )
 
 // The commands and queries of control.State, each run under the engine's lock at the
@@ -52,28 +63,28 @@ func (e *Engine) Submit(in JobInput) (quotashare.Job, error) {
 }
 
 // Job: see control.State.Job.
-func (e *Engine) Job(ref string) (quotashare.Job, error) {
+func (e *Engine) Job(id string) (quotashare.Job, error) {
 	var r0 quotashare.Job
 	err := e.read(func(s *control.State) (err error) {
-		r0, err = s.Job(ref)
+		r0, err = s.Job(id)
 		return err
 	})
 	return r0, err
 }
 
 // SetPriority: see control.State.SetPriority.
-func (e *Engine) SetPriority(ref string, priority int) (quotashare.Job, error) {
+func (e *Engine) SetPriority(id string, priority int) (quotashare.Job, error) {
 	var r0 quotashare.Job
 	err := e.run(func(s *control.State) (err error) {
-		r0, err = s.SetPriority(ref, priority)
+		r0, err = s.SetPriority(id, priority)
 		return err
 	})
 	return r0, err
 }
 
 // Terminate: see control.State.Terminate.
-func (e *Engine) Terminate(ref string, reason string) error {
-	return e.run(func(s *control.State) error { return s.Terminate(ref, reason) })
+func (e *Engine) Terminate(id string, reason string) error {
+	return e.run(func(s *control.State) error { return s.Terminate(id, reason) })
 }
 
 // ListJobs: see control.State.ListJobs.
@@ -108,30 +119,23 @@ func (e *Engine) Usage(queue string) ([]sched.ShareUsage, error) {
 }
 
 // Tags: see control.State.Tags.
-func (e *Engine) Tags(arn string) (map[string]string, error) {
+func (e *Engine) Tags(r Resource) (map[string]string, error) {
 	var r0 map[string]string
 	err := e.read(func(s *control.State) (err error) {
-		r0, err = s.Tags(arn)
+		r0, err = s.Tags(r)
 		return err
 	})
 	return r0, err
 }
 
 // Tag: see control.State.Tag.
-func (e *Engine) Tag(arn string, tags map[string]string) error {
-	return e.run(func(s *control.State) error { return s.Tag(arn, tags) })
+func (e *Engine) Tag(r Resource, tags map[string]string) error {
+	return e.run(func(s *control.State) error { return s.Tag(r, tags) })
 }
 
 // Untag: see control.State.Untag.
-func (e *Engine) Untag(arn string, keys []string) error {
-	return e.run(func(s *control.State) error { return s.Untag(arn, keys) })
-}
-
-// TrainingJobARN: see control.State.TrainingJobARN.
-func (e *Engine) TrainingJobARN(attempt string) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.st.TrainingJobARN(attempt)
+func (e *Engine) Untag(r Resource, keys []string) error {
+	return e.run(func(s *control.State) error { return s.Untag(r, keys) })
 }
 
 // CreatePolicy: see control.State.CreatePolicy.
@@ -145,27 +149,27 @@ func (e *Engine) CreatePolicy(in PolicyInput) (quotashare.SchedulingPolicy, erro
 }
 
 // UpdatePolicy: see control.State.UpdatePolicy.
-func (e *Engine) UpdatePolicy(arn string, quota bool, fair bool, idle string) error {
-	return e.run(func(s *control.State) error { return s.UpdatePolicy(arn, quota, fair, idle) })
+func (e *Engine) UpdatePolicy(name string, quota bool, fair bool, idle string) error {
+	return e.run(func(s *control.State) error { return s.UpdatePolicy(name, quota, fair, idle) })
 }
 
 // DescribePolicies: see control.State.DescribePolicies.
-func (e *Engine) DescribePolicies(arns []string) []quotashare.SchedulingPolicy {
+func (e *Engine) DescribePolicies(names []string) []quotashare.SchedulingPolicy {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.st.DescribePolicies(arns)
+	return e.st.DescribePolicies(names)
 }
 
-// PolicyARNs: see control.State.PolicyARNs.
-func (e *Engine) PolicyARNs() []string {
+// PolicyNames: see control.State.PolicyNames.
+func (e *Engine) PolicyNames() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.st.PolicyARNs()
+	return e.st.PolicyNames()
 }
 
 // DeletePolicy: see control.State.DeletePolicy.
-func (e *Engine) DeletePolicy(arn string) error {
-	return e.run(func(s *control.State) error { return s.DeletePolicy(arn) })
+func (e *Engine) DeletePolicy(name string) error {
+	return e.run(func(s *control.State) error { return s.DeletePolicy(name) })
 }
 
 // CreateEnvironment: see control.State.CreateEnvironment.
@@ -179,28 +183,28 @@ func (e *Engine) CreateEnvironment(in EnvironmentInput) (quotashare.Environment,
 }
 
 // UpdateEnvironment: see control.State.UpdateEnvironment.
-func (e *Engine) UpdateEnvironment(ref string, disabled *bool, limits []quotashare.Demand) (quotashare.Environment, error) {
+func (e *Engine) UpdateEnvironment(name string, disabled *bool, limits []quotashare.Demand) (quotashare.Environment, error) {
 	var r0 quotashare.Environment
 	err := e.run(func(s *control.State) (err error) {
-		r0, err = s.UpdateEnvironment(ref, disabled, limits)
+		r0, err = s.UpdateEnvironment(name, disabled, limits)
 		return err
 	})
 	return r0, err
 }
 
 // DescribeEnvironments: see control.State.DescribeEnvironments.
-func (e *Engine) DescribeEnvironments(refs []string) ([]quotashare.Environment, error) {
+func (e *Engine) DescribeEnvironments(names []string) ([]quotashare.Environment, error) {
 	var r0 []quotashare.Environment
-	err := e.read(func(s *control.State) (err error) {
-		r0, err = s.DescribeEnvironments(refs)
-		return err
+	err := e.read(func(s *control.State) error {
+		r0 = s.DescribeEnvironments(names)
+		return nil
 	})
 	return r0, err
 }
 
 // DeleteEnvironment: see control.State.DeleteEnvironment.
-func (e *Engine) DeleteEnvironment(ref string) error {
-	return e.run(func(s *control.State) error { return s.DeleteEnvironment(ref) })
+func (e *Engine) DeleteEnvironment(name string) error {
+	return e.run(func(s *control.State) error { return s.DeleteEnvironment(name) })
 }
 
 // CreateQueue: see control.State.CreateQueue.
@@ -214,28 +218,28 @@ func (e *Engine) CreateQueue(in QueueInput) (quotashare.Queue, error) {
 }
 
 // UpdateQueue: see control.State.UpdateQueue.
-func (e *Engine) UpdateQueue(ref string, in QueueInput) (quotashare.Queue, error) {
+func (e *Engine) UpdateQueue(name string, in QueueInput) (quotashare.Queue, error) {
 	var r0 quotashare.Queue
 	err := e.run(func(s *control.State) (err error) {
-		r0, err = s.UpdateQueue(ref, in)
+		r0, err = s.UpdateQueue(name, in)
 		return err
 	})
 	return r0, err
 }
 
 // DescribeQueues: see control.State.DescribeQueues.
-func (e *Engine) DescribeQueues(refs []string) ([]quotashare.Queue, error) {
+func (e *Engine) DescribeQueues(names []string) ([]quotashare.Queue, error) {
 	var r0 []quotashare.Queue
-	err := e.read(func(s *control.State) (err error) {
-		r0, err = s.DescribeQueues(refs)
-		return err
+	err := e.read(func(s *control.State) error {
+		r0 = s.DescribeQueues(names)
+		return nil
 	})
 	return r0, err
 }
 
 // DeleteQueue: see control.State.DeleteQueue.
-func (e *Engine) DeleteQueue(ref string) error {
-	return e.run(func(s *control.State) error { return s.DeleteQueue(ref) })
+func (e *Engine) DeleteQueue(name string) error {
+	return e.run(func(s *control.State) error { return s.DeleteQueue(name) })
 }
 
 // CreateShare: see control.State.CreateShare.
@@ -249,20 +253,20 @@ func (e *Engine) CreateShare(in ShareInput) (quotashare.QuotaShare, error) {
 }
 
 // UpdateShare: see control.State.UpdateShare.
-func (e *Engine) UpdateShare(arn string, in ShareInput) (quotashare.QuotaShare, error) {
+func (e *Engine) UpdateShare(r ShareRef, in ShareInput) (quotashare.QuotaShare, error) {
 	var r0 quotashare.QuotaShare
 	err := e.run(func(s *control.State) (err error) {
-		r0, err = s.UpdateShare(arn, in)
+		r0, err = s.UpdateShare(r, in)
 		return err
 	})
 	return r0, err
 }
 
 // DescribeShare: see control.State.DescribeShare.
-func (e *Engine) DescribeShare(arn string) (quotashare.QuotaShare, error) {
+func (e *Engine) DescribeShare(r ShareRef) (quotashare.QuotaShare, error) {
 	var r0 quotashare.QuotaShare
 	err := e.read(func(s *control.State) (err error) {
-		r0, err = s.DescribeShare(arn)
+		r0, err = s.DescribeShare(r)
 		return err
 	})
 	return r0, err
@@ -279,8 +283,8 @@ func (e *Engine) ListShares(queue string) ([]quotashare.QuotaShare, error) {
 }
 
 // DeleteShare: see control.State.DeleteShare.
-func (e *Engine) DeleteShare(arn string) error {
-	return e.run(func(s *control.State) error { return s.DeleteShare(arn) })
+func (e *Engine) DeleteShare(r ShareRef) error {
+	return e.run(func(s *control.State) error { return s.DeleteShare(r) })
 }
 
 // Preview: see control.State.Preview.

@@ -27,7 +27,7 @@ func setupQueue(t *testing.T, e *Engine, n int, actions ...quotashare.TimeLimitA
 	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: n}}}))
 	prio := 1
-	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
+	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name,
 		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}, TimeLimitActions: actions}))
 	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: n}}}))
@@ -120,7 +120,7 @@ func TestListActive(t *testing.T) {
 		mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
 			Limits: []quotashare.Demand{{InstanceType: "t", Count: 5}}}))
 		prio := 1
-		mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN, EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}}))
+		mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name, EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}}))
 		mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 			Limits: []quotashare.Demand{{InstanceType: "t", Count: 5}}}))
 		pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"t","InstanceCount":1}}`

@@ -60,7 +60,7 @@ func TestMinRunTimeWakes(t *testing.T) {
 		defer func() { e.Close(); st.Close() }()
 		setupQueue(t, e, 2)
 		// Share a gives way: m owns the queue's capacity, with a minimum run time of 10 s.
-		mustOK[quotashare.QuotaShare](t)(e.UpdateShare("arn:aws:batch:us-east-1:000000000000:job-queue/q/quota-share/a", ShareInput{
+		mustOK[quotashare.QuotaShare](t)(e.UpdateShare(ShareRef{Queue: "q", Name: "a"}, ShareInput{
 			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
 		m := mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "m", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: new(true),
 			MinRunTime: &MinRunTime{Seconds: 10}, Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))

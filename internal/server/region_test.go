@@ -39,6 +39,13 @@ func TestRegionChange(t *testing.T) {
 		aws.ToString(qs.JobQueues[0].ServiceEnvironmentOrder[0].ServiceEnvironment) != arn+"service-environment/q-env" {
 		t.Fatalf("queue q after the region change: %+v", qs.JobQueues)
 	}
+	// An ARN of the old region names nothing here.
+	old := must[*batch.DescribeJobQueuesOutput](t)(c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{"arn:aws:batch:us-east-1:000000000000:job-queue/q"}}))
+	if len(old.JobQueues) != 0 {
+		t.Fatalf("queue q by its old ARN: %+v", old.JobQueues)
+	}
+	_, err = c.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String("arn:aws:batch:us-east-1:000000000000:job-queue/q")})
+	clientError(t, err, "jobQueue: arn:aws:batch:us-east-1:000000000000:job-queue/q does not exist")
 	envs := must[*batch.DescribeServiceEnvironmentsOutput](t)(c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{"q-env"}}))
 	if len(envs.ServiceEnvironments) != 1 {
 		t.Fatalf("environment q-env by name: %+v", envs.ServiceEnvironments)

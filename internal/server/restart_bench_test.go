@@ -80,7 +80,7 @@ func bigStore(b *testing.B, dir string, queued, finished int) {
 	}{{"done", max(finished, 10)}, {"q", 10}} {
 		must(st.CreateEnvironment(control.EnvironmentInput{Name: q.name + "-env", Type: "SAGEMAKER_TRAINING",
 			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: q.capacity}}}))
-		must(st.CreateQueue(control.QueueInput{Name: q.name, Type: "SAGEMAKER_TRAINING", Priority: &prio, PolicyARN: p.ARN,
+		must(st.CreateQueue(control.QueueInput{Name: q.name, Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name,
 			EnvOrder: []control.EnvOrder{{Order: 1, Environment: q.name + "-env"}}}))
 		for i := range 10 {
 			must(st.CreateShare(control.ShareInput{Name: fmt.Sprintf("share-%d", i), Queue: q.name, Strategy: quotashare.Reserve,

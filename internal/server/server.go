@@ -4,6 +4,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -200,6 +201,7 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	cfg.Region, cfg.Account = cmp.Or(cfg.Region, "us-east-1"), cmp.Or(cfg.Account, "000000000000")
 	var verifier *batchapi.Verifier
 	if cfg.Credentials != "" {
 		v, err := batchapi.LoadCredentials(cfg.Credentials)
@@ -343,7 +345,7 @@ func (s *Server) lead(ctx context.Context, standingBy func()) (*leadership, erro
 	engine, err := dispatch.OpenContext(ctx, dispatch.Config{Store: s.store, Holder: s.holder, Observe: observe, LeaseWait: s.leaseWait,
 		Standby: standby, Acquired: acquired,
 		LoadProgress: func(n int) { s.loaded.Store(int64(n)) },
-		Control: control.Config{Region: cfg.Region, Account: cfg.Account, Sched: cfg.Sched, Logf: cfg.Logf, Decide: cfg.Decide,
+		Control: control.Config{Sched: cfg.Sched, Logf: cfg.Logf, Decide: cfg.Decide,
 			RetainFinished: retention(cfg.RetainFinished), InstanceType: knownTypes(cfg),
 			GPUsPerInstance: func(t string) int { return trainingjob.GPUsPer(cfg.GPUTable, t) }}})
 	stopLog()
@@ -499,12 +501,13 @@ func (s *Server) leaderHandler(l *leadership) http.Handler {
 	mux.Handle("GET /logs/{job}", batchapi.Require(s.verifier, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.logs(l, w, r) })))
 	mux.Handle("GET /metrics", s.metricsHandler())
 	// Every principal may read; a team may change jobs in its shares; an admin, anything.
-	api := batchapi.Authorize(engine, batchapi.New(engine))
+	arns := batchapi.ARNs{Region: s.cfg.Region, Account: s.cfg.Account}
+	api := batchapi.Authorize(engine, batchapi.New(engine, arns))
 	mux.Handle("/", s.mets.instrument(batchapi.Require(s.verifier, api)))
 	// The dashboard: pages for a browser, behind Basic credentials from the same file as
 	// the API's keys; its write actions are API requests in the caller's name.
 	dash := batchapi.RequireBasic(s.verifier, dashboard.New(dashboard.Config{Source: engine,
-		Logs: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.logs(l, w, r) }), API: s.mets.instrument(api)}))
+		Logs: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.logs(l, w, r) }), API: s.mets.instrument(api), ARNs: arns}))
 	for _, p := range dashboard.Patterns {
 		mux.Handle(p, dash)
 	}
