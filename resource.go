@@ -25,12 +25,11 @@ type Environment struct {
 }
 
 // TimeLimitAction terminates RUNNABLE jobs whose statusReason code is Reason after they
-// have waited MaxTimeSeconds (AWS's jobStateTimeLimitActions).
+// have waited MaxTimeSeconds (AWS's jobStateTimeLimitActions, whose state is always
+// RUNNABLE and action TERMINATE for SageMaker Training queues).
 type TimeLimitAction struct {
 	Reason         string
-	State          string
 	MaxTimeSeconds int
-	Action         string
 }
 
 // Queue is a quota-management job queue with exactly one service environment.

@@ -173,9 +173,15 @@ func (h *Handler) queueInput(in *queueIn) (dispatch.QueueInput, error) {
 	}
 	if in.JobStateTimeLimitActions != nil {
 		q.TimeLimitActionsSet = true
-		for _, a := range *in.JobStateTimeLimitActions {
-			q.TimeLimitActions = append(q.TimeLimitActions, quotashare.TimeLimitAction{Reason: a.Reason, State: a.State,
-				MaxTimeSeconds: int(a.MaxTimeSeconds), Action: a.Action})
+		for i, a := range *in.JobStateTimeLimitActions {
+			f := fmt.Sprintf("jobStateTimeLimitActions[%d]", i)
+			if a.Action != "TERMINATE" {
+				return q, quotashare.Errorf(quotashare.Invalid, "%s.action: %q must be TERMINATE (the only action for SAGEMAKER_TRAINING queues)", f, a.Action)
+			}
+			if a.State != "RUNNABLE" {
+				return q, quotashare.Errorf(quotashare.Invalid, "%s.state: %q must be RUNNABLE", f, a.State)
+			}
+			q.TimeLimitActions = append(q.TimeLimitActions, quotashare.TimeLimitAction{Reason: a.Reason, MaxTimeSeconds: int(a.MaxTimeSeconds)})
 		}
 	}
 	return q, nil
@@ -233,8 +239,8 @@ func (h *Handler) describeQueues(in *queuesIn) (any, error) {
 			ServiceEnvironmentOrder:  []envOrder{{Order: int32(q.EnvironmentOrder), ServiceEnvironment: h.arns.Environment(q.Environment)}},
 			JobStateTimeLimitActions: []timeLimitAction{}, Tags: q.Tags}
 		for _, a := range q.TimeLimitActions {
-			o.JobStateTimeLimitActions = append(o.JobStateTimeLimitActions, timeLimitAction{Reason: a.Reason, State: a.State,
-				MaxTimeSeconds: int32(a.MaxTimeSeconds), Action: a.Action})
+			o.JobStateTimeLimitActions = append(o.JobStateTimeLimitActions, timeLimitAction{Reason: a.Reason, State: "RUNNABLE",
+				MaxTimeSeconds: int32(a.MaxTimeSeconds), Action: "TERMINATE"})
 		}
 		if q.Policy != "" { // a FIFO queue has none
 			o.SchedulingPolicyArn = h.arns.Policy(q.Policy)

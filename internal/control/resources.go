@@ -403,12 +403,6 @@ var timeLimitReasons = []string{"CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", "MISC
 func checkTimeLimitActions(as []quotashare.TimeLimitAction) error {
 	for i, a := range as {
 		f := fmt.Sprintf("jobStateTimeLimitActions[%d]", i)
-		if a.Action != "TERMINATE" {
-			return invalid("%s.action: %q must be TERMINATE (the only action for SAGEMAKER_TRAINING queues)", f, a.Action)
-		}
-		if a.State != "RUNNABLE" {
-			return invalid("%s.state: %q must be RUNNABLE", f, a.State)
-		}
 		if a.MaxTimeSeconds < 600 || a.MaxTimeSeconds > 86400 {
 			return invalid("%s.maxTimeSeconds: %d must be from 600 to 86400", f, a.MaxTimeSeconds)
 		}

@@ -58,11 +58,21 @@ type storedEnvironment struct {
 	Tags     map[string]string `json:"tags,omitempty"`
 }
 
+// storedTimeLimitAction keeps the state and action AWS's shape has, though they are
+// always RUNNABLE and TERMINATE.
 type storedTimeLimitAction struct {
 	Reason         string `json:"reason"`
 	State          string `json:"state"`
 	MaxTimeSeconds int    `json:"maxTimeSeconds"`
 	Action         string `json:"action"`
+}
+
+func toStoredTimeLimitAction(a quotashare.TimeLimitAction) storedTimeLimitAction {
+	return storedTimeLimitAction{Reason: a.Reason, State: "RUNNABLE", MaxTimeSeconds: a.MaxTimeSeconds, Action: "TERMINATE"}
+}
+
+func fromStoredTimeLimitAction(a storedTimeLimitAction) quotashare.TimeLimitAction {
+	return quotashare.TimeLimitAction{Reason: a.Reason, MaxTimeSeconds: a.MaxTimeSeconds}
 }
 
 type storedQueue struct {
@@ -244,7 +254,7 @@ func (e *State) encode(k recKey) quotashare.Record {
 			q := qs.q
 			v = storedQueue{Name: q.Name, Priority: q.Priority, Disabled: q.Disabled, Policy: q.Policy,
 				Environment: q.Environment, EnvironmentOrder: q.EnvironmentOrder,
-				TimeLimitActions: convert(q.TimeLimitActions, func(a quotashare.TimeLimitAction) storedTimeLimitAction { return storedTimeLimitAction(a) }), Tags: q.Tags}
+				TimeLimitActions: convert(q.TimeLimitActions, toStoredTimeLimitAction), Tags: q.Tags}
 		}
 	case kindShare:
 		q, name, _ := strings.Cut(k.key, "/")
@@ -298,7 +308,7 @@ func (e *State) decode(version int, l Loaded) (*quotashare.QuotaShare, *quotasha
 			return nil, nil, err
 		}
 		q := &quotashare.Queue{Name: s.Name, Priority: s.Priority, Disabled: s.Disabled, Policy: s.Policy, Environment: s.Environment,
-			EnvironmentOrder: s.EnvironmentOrder, TimeLimitActions: convert(s.TimeLimitActions, func(a storedTimeLimitAction) quotashare.TimeLimitAction { return quotashare.TimeLimitAction(a) }), Tags: s.Tags}
+			EnvironmentOrder: s.EnvironmentOrder, TimeLimitActions: convert(s.TimeLimitActions, fromStoredTimeLimitAction), Tags: s.Tags}
 		e.queues[q.Name] = newQueueState(q)
 	case kindShare:
 		var s storedShare

@@ -72,7 +72,7 @@ func TestCapacityRefusalBacksOff(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { e.Close(); st.Close() }()
-		setupQueue(t, e, 4, quotashare.TimeLimitAction{Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"})
+		setupQueue(t, e, 4, quotashare.TimeLimitAction{Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", MaxTimeSeconds: 600})
 		pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
 		submitted := time.Now()
 		big := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "big", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))

@@ -49,7 +49,7 @@ func mustOK[T any](t *testing.T) func(T, error) T {
 func TestTimeLimitActions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := openMemory(t, storetest.NewMemory(), idle{})
-		setupQueue(t, e, 1, quotashare.TimeLimitAction{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"})
+		setupQueue(t, e, 1, quotashare.TimeLimitAction{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", MaxTimeSeconds: 600})
 		pl := func(n int) string {
 			return `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":` + string(rune('0'+n)) + `}}`
 		}

@@ -46,8 +46,7 @@ func fixtureState(t *testing.T, m *storetest.Memory) *Engine {
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	prio := 7
 	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name,
-		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
-			State: "RUNNABLE", MaxTimeSeconds: 600, Action: "TERMINATE"}}, Tags: map[string]string{"q": "1"}}))
+		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", MaxTimeSeconds: 600}}, Tags: map[string]string{"q": "1"}}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))

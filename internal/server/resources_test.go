@@ -216,6 +216,17 @@ func TestValidation(t *testing.T) {
 				{Action: "TERMINATE", State: "RUNNABLE", MaxTimeSeconds: aws.Int32(60), Reason: aws.String("MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE")}}})
 			return err
 		}, "jobStateTimeLimitActions[0].maxTimeSeconds: 60 must be from 600 to 86400"},
+		{"time limit action CANCEL", func() error {
+			_, err := c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String("q"), JobStateTimeLimitActions: []types.JobStateTimeLimitAction{
+				{Action: "TERMINATE", State: "RUNNABLE", MaxTimeSeconds: aws.Int32(600), Reason: aws.String("MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE")},
+				{Action: "CANCEL", State: "RUNNABLE", MaxTimeSeconds: aws.Int32(600), Reason: aws.String("MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE")}}})
+			return err
+		}, `jobStateTimeLimitActions[1].action: "CANCEL" must be TERMINATE`},
+		{"time limit state", func() error {
+			_, err := c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String("q"), JobStateTimeLimitActions: []types.JobStateTimeLimitAction{
+				{Action: "TERMINATE", State: "SUBMITTED", MaxTimeSeconds: aws.Int32(600), Reason: aws.String("MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE")}}})
+			return err
+		}, `jobStateTimeLimitActions[0].state: "SUBMITTED" must be RUNNABLE`},
 		{"payload not JSON", func() error { _, err := c.SubmitServiceJob(ctx, job("q", "a", "{nope")); return err },
 			"serviceRequestPayload: must be a SageMaker CreateTrainingJob request in JSON"},
 		{"payload without ResourceConfig", func() error { _, err := c.SubmitServiceJob(ctx, job("q", "a", `{"TrainingJobName":"x"}`)); return err },
