@@ -438,32 +438,43 @@ func (e *State) checkPolicyRef(field, name string) error {
 	return nil
 }
 
-// CreateQueue creates a quota-management job queue.
-func (e *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
-	if err := checkName("jobQueueName", in.Name); err != nil {
-		return out, err
+// checkQueueInput checks a CreateJobQueue request (creating) or an UpdateJobQueue one
+// before the state is looked at: the rules both share are here once.
+func checkQueueInput(in QueueInput, creating bool) error {
+	if creating {
+		if err := checkName("jobQueueName", in.Name); err != nil {
+			return err
+		}
+		if in.Priority == nil {
+			return invalid("priority: is required")
+		}
 	}
-	if in.Priority == nil {
-		return out, invalid("priority: is required")
-	}
-	if *in.Priority < 0 || *in.Priority > 1000 {
-		return out, invalid("priority: %d must be from 0 to 1000", *in.Priority)
+	if in.Priority != nil && (*in.Priority < 0 || *in.Priority > 1000) {
+		return invalid("priority: %d must be from 0 to 1000", *in.Priority)
 	}
 	// jobQueueType is optional in AWS's model: a queue then has its environment's type,
 	// and every environment here is SAGEMAKER_TRAINING.
-	if in.Type != "SAGEMAKER_TRAINING" && in.Type != "" {
-		return out, invalid("jobQueueType: %q must be SAGEMAKER_TRAINING: quotashare runs SageMaker training service jobs", in.Type)
+	if creating && in.Type != "SAGEMAKER_TRAINING" && in.Type != "" {
+		return invalid("jobQueueType: %q must be SAGEMAKER_TRAINING: quotashare runs SageMaker training service jobs", in.Type)
 	}
 	if in.ComputeEnvironments > 0 {
-		return out, invalid("computeEnvironmentOrder: a SAGEMAKER_TRAINING queue takes a serviceEnvironmentOrder, not compute environments")
+		return invalid("computeEnvironmentOrder: a SAGEMAKER_TRAINING queue takes a serviceEnvironmentOrder, not compute environments")
+	}
+	if err := checkTimeLimitActions(in.TimeLimitActions); err != nil {
+		return err
+	}
+	if creating {
+		return CheckTags("tags", in.Tags)
+	}
+	return nil
+}
+
+// CreateQueue creates a quota-management job queue.
+func (e *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
+	if err := checkQueueInput(in, true); err != nil {
+		return out, err
 	}
 	disabled := given(in.Disabled, false)
-	if err := checkTimeLimitActions(in.TimeLimitActions); err != nil {
-		return out, err
-	}
-	if err := CheckTags("tags", in.Tags); err != nil {
-		return out, err
-	}
 	err = e.write(func(time.Time) error {
 		if e.queues[in.Name] != nil {
 			return quotashare.Errorf(quotashare.Conflict, msgExists)
@@ -502,13 +513,7 @@ func (e *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 // UpdateQueue changes a queue's state, priority, policy, environment (only while no job
 // holds capacity) or time-limit actions.
 func (e *State) UpdateQueue(name string, in QueueInput) (out quotashare.Queue, err error) {
-	if in.Priority != nil && (*in.Priority < 0 || *in.Priority > 1000) {
-		return out, invalid("priority: %d must be from 0 to 1000", *in.Priority)
-	}
-	if in.ComputeEnvironments > 0 {
-		return out, invalid("computeEnvironmentOrder: a SAGEMAKER_TRAINING queue takes a serviceEnvironmentOrder, not compute environments")
-	}
-	if err := checkTimeLimitActions(in.TimeLimitActions); err != nil {
+	if err := checkQueueInput(in, false); err != nil {
 		return out, err
 	}
 	err = e.write(func(time.Time) error {

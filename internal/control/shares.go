@@ -41,7 +41,9 @@ func checkShareLimits(limits []quotashare.Demand) error {
 	return nil
 }
 
-// shareConfig merges an update into a share's configuration and validates the result.
+// shareConfig merges an update into a share's configuration and validates the result:
+// the rules the scheduler relies on (the share's name, strategy, borrow limit, limits)
+// are sched.CheckShare's, stated there once; this adds the request's own.
 func shareConfig(cur quotashare.QuotaShare, in ShareInput, creating bool) (quotashare.QuotaShare, error) {
 	if in.Limits != nil {
 		if err := checkShareLimits(in.Limits); err != nil {
@@ -58,9 +60,6 @@ func shareConfig(cur quotashare.QuotaShare, in ShareInput, creating bool) (quota
 	if in.BorrowLimit != nil {
 		if cur.Strategy != quotashare.LendAndBorrow {
 			return cur, invalid("resourceSharingConfiguration.borrowLimit: applies only to strategy LEND_AND_BORROW, not %s; leave it out", cur.Strategy)
-		}
-		if *in.BorrowLimit < -1 {
-			return cur, invalid("resourceSharingConfiguration.borrowLimit: %d must be -1 (unlimited) or a percentage of at least 0", *in.BorrowLimit)
 		}
 		cur.BorrowLimit = *in.BorrowLimit
 	} else if creating {
@@ -103,17 +102,11 @@ func shareNotFound(r ShareRef) error {
 
 // CreateShare creates a quota share.
 func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error) {
-	if err := checkName("quotaShareName", in.Name); err != nil {
-		return out, err
-	}
 	if in.Strategy == "" {
 		return out, invalid("resourceSharingConfiguration.strategy: is required (RESERVE, LEND or LEND_AND_BORROW)")
 	}
 	if in.InSharePreemption == nil {
 		return out, invalid("preemptionConfiguration.inSharePreemption: is required")
-	}
-	if len(in.Limits) == 0 {
-		return out, invalid("capacityLimits: a quota share needs 1 to %d limits, one per instance type", sched.MaxShareLimits)
 	}
 	if err := CheckTags("tags", in.Tags); err != nil {
 		return out, err
