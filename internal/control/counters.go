@@ -53,16 +53,16 @@ func newCounters() Counters {
 }
 
 // Counters returns a copy of the counters.
-func (e *State) Counters() Counters {
-	return Counters{Starts: maps.Clone(e.counters.Starts), Preemptions: maps.Clone(e.counters.Preemptions),
-		Ended: maps.Clone(e.counters.Ended), Retries: maps.Clone(e.counters.Retries), Removed: e.counters.Removed,
-		PreemptedRun: maps.Clone(e.counters.PreemptedRun)}
+func (st *State) Counters() Counters {
+	return Counters{Starts: maps.Clone(st.counters.Starts), Preemptions: maps.Clone(st.counters.Preemptions),
+		Ended: maps.Clone(st.counters.Ended), Retries: maps.Clone(st.counters.Retries), Removed: st.counters.Removed,
+		PreemptedRun: maps.Clone(st.counters.PreemptedRun)}
 }
 
 // AllUsage returns every queue's share usage, by queue name.
-func (e *State) AllUsage() map[string][]sched.ShareUsage {
+func (st *State) AllUsage() map[string][]sched.ShareUsage {
 	out := map[string][]sched.ShareUsage{}
-	for _, qs := range e.queues {
+	for _, qs := range st.queues {
 		out[qs.q.Name] = qs.sched.Usage()
 	}
 	return out
@@ -76,9 +76,9 @@ type ShareStatusKey struct {
 
 // JobCounts counts each queue's jobs by share and status (the finished ones retained),
 // from the indexes: no job is visited.
-func (e *State) JobCounts() map[ShareStatusKey]int {
+func (st *State) JobCounts() map[ShareStatusKey]int {
 	out := map[ShareStatusKey]int{}
-	for _, qs := range e.queues {
+	for _, qs := range st.queues {
 		for k, t := range qs.index.byShareStatus {
 			out[ShareStatusKey{qs.q.Name, shareLabel(k.share), k.status}] = t.Len()
 		}
@@ -110,9 +110,9 @@ func priorityBand(p int) string {
 }
 
 // TakeStartWaits returns the first starts' waits since the last call.
-func (e *State) TakeStartWaits() []StartWait {
-	w := e.waits
-	e.waits = nil
+func (st *State) TakeStartWaits() []StartWait {
+	w := st.waits
+	st.waits = nil
 	return w
 }
 
@@ -131,12 +131,12 @@ type Decision struct {
 }
 
 // decide reports a decision: to Config.Decide, else as a Logf line.
-func (e *State) decide(d Decision) {
-	if e.cfg.Decide != nil {
-		e.cfg.Decide(d)
+func (st *State) decide(d Decision) {
+	if st.cfg.Decide != nil {
+		st.cfg.Decide(d)
 		return
 	}
-	e.cfg.Logf("%s", d.Text)
+	st.cfg.Logf("%s", d.Text)
 }
 
 // demandsText is demands as text ("1 ml.g5.xlarge, 2 ml.p5.48xlarge"), or "".

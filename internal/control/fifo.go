@@ -33,8 +33,8 @@ func countsInstances(limits []quotashare.Demand) bool {
 
 // checkQueueEnv refuses an environment whose kind does not suit the queue: a FIFO queue
 // needs NUM_INSTANCES, a quota-management queue instance types.
-func (e *State) checkQueueEnv(fifo bool, envName string) error {
-	env := e.envs[envName]
+func (st *State) checkQueueEnv(fifo bool, envName string) error {
+	env := st.envs[envName]
 	if env == nil {
 		return nil
 	}
@@ -49,11 +49,11 @@ func (e *State) checkQueueEnv(fifo bool, envName string) error {
 
 // setFIFOShare gives a FIFO queue's core its one share, limited to the environment's
 // capacity; a quota-management queue is left alone.
-func (e *State) setFIFOShare(qs *queueState) error {
+func (st *State) setFIFOShare(qs *queueState) error {
 	if !qs.fifo() {
 		return nil
 	}
-	env := e.envs[qs.q.Environment]
+	env := st.envs[qs.q.Environment]
 	if env == nil {
 		return nil
 	}

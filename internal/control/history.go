@@ -133,120 +133,120 @@ func finishedAt(j *quotashare.Job) time.Time {
 // sweep removes the finished jobs whose retention is over, at most Config.SweepBatch of
 // them in a call: a Step's batch stays small, and the requests queued behind it wait for
 // no more than that. The rest go in the next Steps.
-func (e *State) sweep(now time.Time) {
-	if e.cfg.RetainFinished <= 0 {
+func (st *State) sweep(now time.Time) {
+	if st.cfg.RetainFinished <= 0 {
 		return
 	}
-	deadline := now.Add(-e.cfg.RetainFinished)
+	deadline := now.Add(-st.cfg.RetainFinished)
 	removed := 0
-	e.moreToSweep = false
+	st.moreToSweep = false
 	for n := 0; ; n++ {
-		j := e.finished.peek()
+		j := st.finished.peek()
 		if j == nil || finishedAt(j).After(deadline) {
 			break
 		}
-		if n == e.sweepLimit() {
-			e.moreToSweep = true
+		if n == st.sweepLimit() {
+			st.moreToSweep = true
 			break
 		}
-		e.finished.pop()
-		if e.jobs[j.ID] != j {
+		st.finished.pop()
+		if st.jobs[j.ID] != j {
 			continue // already gone with its queue
 		}
-		e.removeJob(e.queues[j.Queue], j)
+		st.removeJob(st.queues[j.Queue], j)
 		removed++
 	}
 	if removed > 0 {
-		e.counters.Removed += int64(removed)
-		e.decide(Decision{Kind: "removed", Count: removed,
-			Text: fmt.Sprintf("removed  %d job(s) finished more than %s ago, with their logs (%d finished jobs retained)", removed, e.cfg.RetainFinished, e.finished.len())})
+		st.counters.Removed += int64(removed)
+		st.decide(Decision{Kind: "removed", Count: removed,
+			Text: fmt.Sprintf("removed  %d job(s) finished more than %s ago, with their logs (%d finished jobs retained)", removed, st.cfg.RetainFinished, st.finished.len())})
 	}
 }
 
 // removeJob deletes a finished job from memory and from the store, and has the executor
 // forget its attempts' output.
-func (e *State) removeJob(qs *queueState, j *quotashare.Job) {
-	delete(e.jobs, j.ID)
-	if j.ClientToken != "" && e.tokens[j.ClientToken] == j.ID {
-		delete(e.tokens, j.ClientToken)
+func (st *State) removeJob(qs *queueState, j *quotashare.Job) {
+	delete(st.jobs, j.ID)
+	if j.ClientToken != "" && st.tokens[j.ClientToken] == j.ID {
+		delete(st.tokens, j.ClientToken)
 	}
 	if qs != nil {
 		qs.jobs.remove(j)
 		qs.index.remove(j)
 	}
-	e.touchJob(j)
+	st.touchJob(j)
 	if j.Seq > 0 {
 		ids := make([]string, 0, j.Seq)
 		for seq := 1; seq <= j.Seq; seq++ {
 			ids = append(ids, quotashare.AttemptID(j.ID, seq))
 		}
-		e.act(Action{Forget: ids})
+		st.act(Action{Forget: ids})
 	}
 }
 
 // SetSweepBudget bounds the expired jobs the next Step removes: the runner gives a few
 // while requests are flowing, so that a backlog of removals adds little to the batches
 // requests wait for, and a negative budget (SweepBatch) once they are quiet.
-func (e *State) SetSweepBudget(n int) { e.budget = n }
+func (st *State) SetSweepBudget(n int) { st.budget = n }
 
-func (e *State) sweepLimit() int {
-	if e.budget >= 0 {
-		return min(e.cfg.SweepBatch, e.budget)
+func (st *State) sweepLimit() int {
+	if st.budget >= 0 {
+		return min(st.cfg.SweepBatch, st.budget)
 	}
-	return e.cfg.SweepBatch
+	return st.cfg.SweepBatch
 }
 
 // MoreToSweep says whether the last Step left finished jobs past their retention for
 // the next (it removed as many as one Step may): the runner then runs the next Step at
 // once rather than at its next tick, so that a backlog (after a long stop, or a lowered
 // retention) goes at the pace of its commits, between requests.
-func (e *State) MoreToSweep() bool { return e.moreToSweep }
+func (st *State) MoreToSweep() bool { return st.moreToSweep }
 
 // Retained counts the finished jobs kept, waiting for their retention to end.
-func (e *State) Retained() int { return e.finished.len() }
+func (st *State) Retained() int { return st.finished.len() }
 
 // HasJob says whether the job exists (it has not been removed).
-func (e *State) HasJob(id string) bool { return e.jobs[id] != nil }
+func (st *State) HasJob(id string) bool { return st.jobs[id] != nil }
 
 // maxInterned bounds the interned strings: reasons carry numbers, so their variety
 // grows with use; when the table is full it starts again.
 const maxInterned = 1 << 14
 
 // intern returns the one copy of s the state keeps (the empty string as it is).
-func (e *State) intern(s string) string {
+func (st *State) intern(s string) string {
 	if s == "" {
 		return s
 	}
-	if v, ok := e.strings[s]; ok {
+	if v, ok := st.strings[s]; ok {
 		return v
 	}
-	if len(e.strings) >= maxInterned {
-		clear(e.strings)
+	if len(st.strings) >= maxInterned {
+		clear(st.strings)
 	}
-	e.strings[s] = s
+	st.strings[s] = s
 	return s
 }
 
 // internAttempt interns the strings an ended attempt shares with others.
-func (e *State) internAttempt(a *quotashare.Attempt) {
-	a.StatusReason, a.StopReason = e.intern(a.StatusReason), e.intern(a.StopReason)
-	a.Stop = quotashare.StopCause(e.intern(string(a.Stop)))
+func (st *State) internAttempt(a *quotashare.Attempt) {
+	a.StatusReason, a.StopReason = st.intern(a.StatusReason), st.intern(a.StopReason)
+	a.Stop = quotashare.StopCause(st.intern(string(a.Stop)))
 }
 
 // internNeed returns the one copy the state keeps of a need of one instance type (most
 // jobs' need, and the same for many of them); other needs are returned as they are.
 // Needs are never changed in place.
-func (e *State) internNeed(need []quotashare.Demand) []quotashare.Demand {
+func (st *State) internNeed(need []quotashare.Demand) []quotashare.Demand {
 	if len(need) != 1 {
 		return need
 	}
-	if v, ok := e.needs[need[0]]; ok {
+	if v, ok := st.needs[need[0]]; ok {
 		return v
 	}
-	if len(e.needs) >= maxInterned {
-		clear(e.needs)
+	if len(st.needs) >= maxInterned {
+		clear(st.needs)
 	}
-	e.needs[need[0]] = need
+	st.needs[need[0]] = need
 	return need
 }
 

@@ -111,10 +111,10 @@ func CheckJob(in JobInput) (Checked, error) {
 // it made; with another request it is an error.
 //
 // c is what CheckJob returned for the request.
-func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
-	err = e.write(func(now time.Time) error {
-		if id, ok := e.tokens[in.ClientToken]; ok && in.ClientToken != "" {
-			j := e.jobs[id]
+func (st *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
+	err = st.write(func(now time.Time) error {
+		if id, ok := st.tokens[in.ClientToken]; ok && in.ClientToken != "" {
+			j := st.jobs[id]
 			if j == nil {
 				return quotashare.Errorf(quotashare.Conflict, "clientToken: %s was already used for another request (job %s); use a new token", in.ClientToken, id)
 			}
@@ -130,17 +130,17 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 				}
 				return quotashare.Errorf(quotashare.Conflict, "clientToken: %s was already used for another request (job %s; its %s differs); use a new token", in.ClientToken, id, what)
 			}
-			out = e.cloneJob(j)
+			out = st.cloneJob(j)
 			return nil
 		}
-		qs := e.queues[in.Queue]
+		qs := st.queues[in.Queue]
 		if qs == nil {
 			return invalid("jobQueue: %s does not exist", in.Queue)
 		}
 		if qs.q.Disabled {
 			return quotashare.Errorf(quotashare.Conflict, "jobQueue: %s is DISABLED and accepts no new jobs", qs.q.Name)
 		}
-		if env := e.envs[qs.q.Environment]; env == nil || env.Disabled {
+		if env := st.envs[qs.q.Environment]; env == nil || env.Disabled {
 			return quotashare.Errorf(quotashare.Conflict, "jobQueue: the service environment of %s is DISABLED and accepts no new jobs", qs.q.Name)
 		}
 		switch {
@@ -158,9 +158,9 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 				return quotashare.Errorf(quotashare.Conflict, "quotaShareName: quota share %s is DISABLED and accepts no new jobs", s.Name)
 			}
 		}
-		id := e.cfg.NewID()
+		id := st.cfg.NewID()
 		j := &quotashare.Job{ID: id, Name: in.Name, Queue: qs.q.Name, Share: in.Share,
-			Payload: in.Payload, Need: e.internNeed(c.Need), Status: quotashare.Runnable, CreatedAt: now, RunnableSince: now,
+			Payload: in.Payload, Need: st.internNeed(c.Need), Status: quotashare.Runnable, CreatedAt: now, RunnableSince: now,
 			Retry: in.Retry, PreemptionRetries: in.PreemptionRetries, Tags: maps.Clone(in.Tags), ClientToken: in.ClientToken}
 		if in.ClientToken != "" {
 			j.RequestDigest = c.Digest // only a resubmit with the token compares it
@@ -176,17 +176,17 @@ func (e *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) {
 		}
 		qs.index.add(j) // before its first reason: setReason keeps the index in step
 		r, _ := qs.sched.Reason(id)
-		e.setWaiting(j, r)
-		e.jobs[id] = j
+		st.setWaiting(j, r)
+		st.jobs[id] = j
 		if in.ClientToken != "" {
-			e.tokens[in.ClientToken] = id
+			st.tokens[in.ClientToken] = id
 		}
 		qs.jobs.add(j)
 		qs.live[j.Share]++
 		qs.fresh = append(qs.fresh, j)
 		qs.dirty = true
-		e.touchJob(j)
-		out = e.cloneJob(j)
+		st.touchJob(j)
+		out = st.cloneJob(j)
 		return nil
 	})
 	return out, err
@@ -235,11 +235,11 @@ func requestDigest(in JobInput) string {
 }
 
 // cloneJob copies a job for a caller.
-func (e *State) cloneJob(j *quotashare.Job) quotashare.Job {
+func (st *State) cloneJob(j *quotashare.Job) quotashare.Job {
 	c := *j
 	if c.Status == quotashare.Runnable && c.StatusReason == "" {
 		// A waiting reason the scheduler gives (setWaiting): rendered now.
-		if qs := e.queues[j.Queue]; qs != nil {
+		if qs := st.queues[j.Queue]; qs != nil {
 			if r, ok := qs.sched.Reason(j.ID); ok {
 				c.ReasonDetail, c.StatusReason = qs.waitReason(r)
 			}
@@ -255,11 +255,11 @@ func (e *State) cloneJob(j *quotashare.Job) quotashare.Job {
 	return c
 }
 
-func (e *State) job(id string) (*quotashare.Job, error) {
+func (st *State) job(id string) (*quotashare.Job, error) {
 	if id == "" {
 		return nil, invalid("jobId: is required")
 	}
-	j := e.jobs[id]
+	j := st.jobs[id]
 	if j == nil {
 		return nil, quotashare.Errorf(quotashare.NotFound, "jobId: job %s does not exist", id)
 	}
@@ -267,36 +267,36 @@ func (e *State) job(id string) (*quotashare.Job, error) {
 }
 
 // Job returns a job by id.
-func (e *State) Job(id string) (quotashare.Job, error) {
-	j, err := e.job(id)
+func (st *State) Job(id string) (quotashare.Job, error) {
+	j, err := st.job(id)
 	if err != nil {
 		return quotashare.Job{}, err
 	}
-	return e.cloneJob(j), nil
+	return st.cloneJob(j), nil
 }
 
 // SetPriority changes a waiting or running job's schedulingPriority; the next pass uses
 // it for order and for preemption.
-func (e *State) SetPriority(ref string, priority int) (out quotashare.Job, err error) {
+func (st *State) SetPriority(ref string, priority int) (out quotashare.Job, err error) {
 	if err := sched.CheckPriority(priority); err != nil {
 		return out, invalid("%v", err)
 	}
-	err = e.write(func(time.Time) error {
-		j, err := e.job(ref)
+	err = st.write(func(time.Time) error {
+		j, err := st.job(ref)
 		if err != nil {
 			return err
 		}
 		if j.Status.Done() {
 			return quotashare.Errorf(quotashare.Conflict, "jobId: job %s is %s; a finished job's priority cannot change", j.ID, j.Status)
 		}
-		qs := e.queues[j.Queue]
+		qs := st.queues[j.Queue]
 		if err := qs.sched.SetPriority(j.ID, priority); err != nil {
 			return invalid("%v", err)
 		}
 		j.Priority = priority
 		qs.dirty = true
-		e.touchJob(j)
-		out = e.cloneJob(j)
+		st.touchJob(j)
+		out = st.cloneJob(j)
 		return nil
 	})
 	return out, err
@@ -304,43 +304,43 @@ func (e *State) SetPriority(ref string, priority int) (out quotashare.Job, err e
 
 // Terminate ends a job as FAILED with the reason: at once if it waits, once its
 // processes have stopped if it runs. A finished job is left as it is.
-func (e *State) Terminate(ref, reason string) error {
+func (st *State) Terminate(ref, reason string) error {
 	if reason == "" {
 		return invalid("reason: is required")
 	}
-	return e.write(func(now time.Time) error {
-		j, err := e.job(ref)
+	return st.write(func(now time.Time) error {
+		j, err := st.job(ref)
 		if err != nil {
 			return err
 		}
 		if !j.Status.Done() {
-			e.terminate(e.queues[j.Queue], j, reason, now)
+			st.terminate(st.queues[j.Queue], j, reason, now)
 		}
 		return nil
 	})
 }
 
-func (e *State) terminate(qs *queueState, j *quotashare.Job, reason string, now time.Time) {
+func (st *State) terminate(qs *queueState, j *quotashare.Job, reason string, now time.Time) {
 	j.IsTerminated = true
 	j.TerminateReason = reason
 	qs.dirty = true
-	e.touchJob(j)
+	st.touchJob(j)
 	if j.Current == nil {
 		if err := qs.sched.Remove(j.ID); err != nil {
-			e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+			st.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 		}
-		e.done(qs, j, quotashare.Failed, quotashare.ReasonTerminated, reason, now)
+		st.done(qs, j, quotashare.Failed, quotashare.ReasonTerminated, reason, now)
 		return
 	}
 	wasStopping := j.Current.Stop != ""
 	j.Current.Stop = quotashare.StopTerminated
-	e.say(j, quotashare.ReasonTerminating, ": ", reason)
+	st.say(j, quotashare.ReasonTerminating, ": ", reason)
 	if !wasStopping {
 		if err := qs.sched.Stopping(j.ID); err != nil {
-			e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+			st.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 		}
 	}
-	e.act(Action{Stop: j.Current.ID})
+	st.act(Action{Stop: j.Current.ID})
 }
 
 // ListFilter is ListServiceJobs' request, already checked for shape.
@@ -359,7 +359,7 @@ type ListFilter struct {
 // jobs are submitted and removed between pages; submission times are distinct, so a page
 // neither skips nor repeats a job. Every query is answered from an index (index.go), never
 // by a scan of the queue's history.
-func (e *State) ListJobs(f ListFilter, from int64, limit int) ([]quotashare.Job, int64, error) {
+func (st *State) ListJobs(f ListFilter, from int64, limit int) ([]quotashare.Job, int64, error) {
 	if f.Queue == "" {
 		return nil, 0, invalid("jobQueue: is required")
 	}
@@ -367,7 +367,7 @@ func (e *State) ListJobs(f ListFilter, from int64, limit int) ([]quotashare.Job,
 	if err != nil {
 		return nil, 0, err
 	}
-	qs, err := e.queueNamed(f.Queue)
+	qs, err := st.queueNamed(f.Queue)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -415,7 +415,7 @@ func (e *State) ListJobs(f ListFilter, from int64, limit int) ([]quotashare.Job,
 	}
 	var out []quotashare.Job
 	for _, j := range found[:min(limit, len(found))] {
-		out = append(out, e.cloneJob(j))
+		out = append(out, st.cloneJob(j))
 	}
 	if len(found) <= limit {
 		return out, 0, nil
@@ -497,12 +497,12 @@ type FrontJob struct {
 }
 
 // Snapshot returns the queue's front jobs and capacity use.
-func (e *State) Snapshot(queue string) (Snapshot, error) {
-	qs, err := e.queueNamed(queue)
+func (st *State) Snapshot(queue string) (Snapshot, error) {
+	qs, err := st.queueNamed(queue)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	snap := Snapshot{At: e.clock, ShareFront: map[string]FrontJob{}}
+	snap := Snapshot{At: st.clock, ShareFront: map[string]FrontJob{}}
 	var front []*quotashare.Job
 	names := slices.Sorted(maps.Keys(qs.shares))
 	if qs.fifo() {
@@ -511,7 +511,7 @@ func (e *State) Snapshot(queue string) (Snapshot, error) {
 	for _, name := range names {
 		ids := qs.sched.Front(name, 100)
 		for i, id := range ids {
-			j := e.jobs[id]
+			j := st.jobs[id]
 			if i == 0 && !qs.fifo() {
 				snap.ShareFront[name] = FrontJob{ID: j.ID, Since: j.RunnableSince}
 			}
@@ -529,8 +529,8 @@ func (e *State) Snapshot(queue string) (Snapshot, error) {
 }
 
 // Usage returns a queue's per-share usage, as the core counts it.
-func (e *State) Usage(queue string) ([]sched.ShareUsage, error) {
-	qs, err := e.queueNamed(queue)
+func (st *State) Usage(queue string) ([]sched.ShareUsage, error) {
+	qs, err := st.queueNamed(queue)
 	if err != nil {
 		return nil, err
 	}
@@ -559,35 +559,35 @@ type Resource struct {
 }
 
 // tagsOf finds the tag map of the resource, and marks it to be written.
-func (e *State) tagsOf(r Resource) (*map[string]string, func(), error) {
+func (st *State) tagsOf(r Resource) (*map[string]string, func(), error) {
 	switch r.Kind {
 	case PolicyResource:
-		if p := e.policies[r.Name]; p != nil {
-			return &p.Tags, func() { e.touch(kindPolicy, r.Name) }, nil
+		if p := st.policies[r.Name]; p != nil {
+			return &p.Tags, func() { st.touch(kindPolicy, r.Name) }, nil
 		}
 	case EnvironmentResource:
-		if v := e.envs[r.Name]; v != nil {
-			return &v.Tags, func() { e.touch(kindEnv, r.Name) }, nil
+		if v := st.envs[r.Name]; v != nil {
+			return &v.Tags, func() { st.touch(kindEnv, r.Name) }, nil
 		}
 	case QueueResource:
-		if qs := e.queues[r.Name]; qs != nil {
-			return &qs.q.Tags, func() { e.touch(kindQueue, r.Name) }, nil
+		if qs := st.queues[r.Name]; qs != nil {
+			return &qs.q.Tags, func() { st.touch(kindQueue, r.Name) }, nil
 		}
 	case ShareResource:
-		if s := e.share(ShareRef{r.Queue, r.Name}); s != nil {
-			return &s.Tags, func() { e.touch(kindShare, shareKey(s)) }, nil
+		if s := st.share(ShareRef{r.Queue, r.Name}); s != nil {
+			return &s.Tags, func() { st.touch(kindShare, shareKey(s)) }, nil
 		}
 	case JobResource:
-		if j := e.jobs[r.Name]; j != nil {
-			return &j.Tags, func() { e.touchJob(j) }, nil
+		if j := st.jobs[r.Name]; j != nil {
+			return &j.Tags, func() { st.touchJob(j) }, nil
 		}
 	}
 	return nil, nil, quotashare.Errorf(quotashare.NotFound, "resourceArn: no such scheduling policy, service environment, job queue, quota share or service job")
 }
 
 // Tags returns a resource's tags.
-func (e *State) Tags(r Resource) (map[string]string, error) {
-	t, _, err := e.tagsOf(r)
+func (st *State) Tags(r Resource) (map[string]string, error) {
+	t, _, err := st.tagsOf(r)
 	if err != nil {
 		return nil, err
 	}
@@ -595,15 +595,15 @@ func (e *State) Tags(r Resource) (map[string]string, error) {
 }
 
 // Tag adds or replaces tags on a resource.
-func (e *State) Tag(r Resource, tags map[string]string) error {
+func (st *State) Tag(r Resource, tags map[string]string) error {
 	if len(tags) == 0 {
 		return invalid("tags: give 1 to 50 tags")
 	}
 	if err := CheckTags("tags", tags); err != nil {
 		return err
 	}
-	return e.write(func(time.Time) error {
-		t, touch, err := e.tagsOf(r)
+	return st.write(func(time.Time) error {
+		t, touch, err := st.tagsOf(r)
 		if err != nil {
 			return err
 		}
@@ -622,12 +622,12 @@ func (e *State) Tag(r Resource, tags map[string]string) error {
 }
 
 // Untag removes tags from a resource.
-func (e *State) Untag(r Resource, keys []string) error {
+func (st *State) Untag(r Resource, keys []string) error {
 	if len(keys) == 0 || len(keys) > 50 {
 		return invalid("tagKeys: give 1 to 50 keys, got %d", len(keys))
 	}
-	return e.write(func(time.Time) error {
-		t, touch, err := e.tagsOf(r)
+	return st.write(func(time.Time) error {
+		t, touch, err := st.tagsOf(r)
 		if err != nil {
 			return err
 		}

@@ -35,18 +35,18 @@ type Preview struct {
 // after each change, as the real requests each get one before they are answered. Nothing
 // is changed or stored. Events that arrive meanwhile (reports, submits) can make the real
 // apply differ.
-func (e *State) Preview(queue string, changes []PreviewChange) (Preview, error) {
+func (st *State) Preview(queue string, changes []PreviewChange) (Preview, error) {
 	var out Preview
-	qs, err := e.queueNamed(queue)
+	qs, err := st.queueNamed(queue)
 	if err != nil {
 		return out, err
 	}
-	s, err := e.rebuild(qs)
+	s, err := st.rebuild(qs)
 	if err != nil {
 		return out, quotashare.Errorf(quotashare.Internal, "rebuilding queue %s: %v", qs.q.Name, err)
 	}
 	shares := maps.Clone(qs.shares)
-	now := e.now()
+	now := st.now()
 	preempted := map[string]bool{}
 	for _, ch := range changes {
 		if ch.EnvironmentLimits != nil {
@@ -73,7 +73,7 @@ func (e *State) Preview(queue string, changes []PreviewChange) (Preview, error) 
 			shares[in.Name] = &cfg
 		}
 		for _, p := range s.Plan(now).Preemptions {
-			j := e.jobs[p.JobID]
+			j := st.jobs[p.JobID]
 			preempted[p.JobID] = true
 			out.Preemptions = append(out.Preemptions, PreviewPreemption{JobID: p.JobID, JobName: j.Name, Share: p.Share,
 				Rule: p.Rule.String(), Reason: p.Reason})

@@ -81,7 +81,7 @@ func checkPolicyKind(quota, fair bool, idle string) error {
 }
 
 // CreatePolicy creates a scheduling policy.
-func (e *State) CreatePolicy(in PolicyInput) (out quotashare.SchedulingPolicy, err error) {
+func (st *State) CreatePolicy(in PolicyInput) (out quotashare.SchedulingPolicy, err error) {
 	if err := checkName("name", in.Name); err != nil {
 		return out, err
 	}
@@ -91,13 +91,13 @@ func (e *State) CreatePolicy(in PolicyInput) (out quotashare.SchedulingPolicy, e
 	if err := CheckTags("tags", in.Tags); err != nil {
 		return out, err
 	}
-	err = e.write(func(time.Time) error {
-		if e.policies[in.Name] != nil {
+	err = st.write(func(time.Time) error {
+		if st.policies[in.Name] != nil {
 			return quotashare.Errorf(quotashare.Conflict, msgExists)
 		}
 		p := &quotashare.SchedulingPolicy{Name: in.Name, IdleStrategy: in.IdleStrategy, Tags: maps.Clone(in.Tags)}
-		e.policies[in.Name] = p
-		e.touch(kindPolicy, in.Name)
+		st.policies[in.Name] = p
+		st.touch(kindPolicy, in.Name)
 		out = *p
 		return nil
 	})
@@ -105,7 +105,7 @@ func (e *State) CreatePolicy(in PolicyInput) (out quotashare.SchedulingPolicy, e
 }
 
 // UpdatePolicy changes the named policy; its kind can never change.
-func (e *State) UpdatePolicy(name string, quota, fair bool, idle string) error {
+func (st *State) UpdatePolicy(name string, quota, fair bool, idle string) error {
 	if fair {
 		return invalid("fairsharePolicy: the policy is a quota-share policy, and a policy's kind can never change")
 	}
@@ -114,24 +114,24 @@ func (e *State) UpdatePolicy(name string, quota, fair bool, idle string) error {
 			return err
 		}
 	}
-	return e.write(func(time.Time) error {
-		p := e.policies[name]
+	return st.write(func(time.Time) error {
+		p := st.policies[name]
 		if p == nil {
 			return quotashare.Errorf(quotashare.NotFound, "arn: scheduling policy %s does not exist", name)
 		}
 		if quota {
 			p.IdleStrategy = idle
-			e.touch(kindPolicy, name)
+			st.touch(kindPolicy, name)
 		}
 		return nil
 	})
 }
 
 // DescribePolicies returns the policies named; unknown names are left out.
-func (e *State) DescribePolicies(names []string) []quotashare.SchedulingPolicy {
+func (st *State) DescribePolicies(names []string) []quotashare.SchedulingPolicy {
 	var out []quotashare.SchedulingPolicy
 	for _, a := range names {
-		if p := e.policies[a]; p != nil {
+		if p := st.policies[a]; p != nil {
 			c := *p
 			c.Tags = maps.Clone(p.Tags)
 			out = append(out, c)
@@ -141,23 +141,23 @@ func (e *State) DescribePolicies(names []string) []quotashare.SchedulingPolicy {
 }
 
 // PolicyNames returns every policy's name, sorted.
-func (e *State) PolicyNames() []string {
-	return slices.Sorted(maps.Keys(e.policies))
+func (st *State) PolicyNames() []string {
+	return slices.Sorted(maps.Keys(st.policies))
 }
 
 // DeletePolicy deletes the named policy if no queue uses it.
-func (e *State) DeletePolicy(name string) error {
-	return e.write(func(time.Time) error {
-		if e.policies[name] == nil {
+func (st *State) DeletePolicy(name string) error {
+	return st.write(func(time.Time) error {
+		if st.policies[name] == nil {
 			return quotashare.Errorf(quotashare.NotFound, "arn: scheduling policy %s does not exist", name)
 		}
-		for _, qs := range e.sortedQueues() {
+		for _, qs := range st.sortedQueues() {
 			if qs.q.Policy == name {
 				return quotashare.Errorf(quotashare.Conflict, "arn: scheduling policy %s is used by job queue %s; give the queue another policy or delete it first", name, qs.q.Name)
 			}
 		}
-		delete(e.policies, name)
-		e.touch(kindPolicy, name)
+		delete(st.policies, name)
+		st.touch(kindPolicy, name)
 		return nil
 	})
 }
@@ -174,15 +174,15 @@ type EnvironmentInput struct {
 }
 
 // checkTypes refuses capacity limits of instance types the server does not know.
-func (e *State) checkTypes(limits []quotashare.Demand) error {
-	if e.cfg.InstanceType == nil {
+func (st *State) checkTypes(limits []quotashare.Demand) error {
+	if st.cfg.InstanceType == nil {
 		return nil
 	}
 	for i, d := range limits {
 		if d.InstanceType == numInstances {
 			continue
 		}
-		if !e.cfg.InstanceType(d.InstanceType) {
+		if !st.cfg.InstanceType(d.InstanceType) {
 			name := d.InstanceType
 			if len(name) > 64 {
 				name = name[:64] + "..."
@@ -195,8 +195,8 @@ func (e *State) checkTypes(limits []quotashare.Demand) error {
 
 // checkShareTypes refuses a share limit on an instance type its queue's environment does
 // not have.
-func (e *State) checkShareTypes(qs *queueState, limits []quotashare.Demand) error {
-	env := e.envs[qs.q.Environment]
+func (st *State) checkShareTypes(qs *queueState, limits []quotashare.Demand) error {
+	env := st.envs[qs.q.Environment]
 	if env == nil {
 		return nil
 	}
@@ -232,7 +232,7 @@ func checkEnvLimits(limits []quotashare.Demand) error {
 }
 
 // CreateEnvironment creates a service environment.
-func (e *State) CreateEnvironment(in EnvironmentInput) (out quotashare.Environment, err error) {
+func (st *State) CreateEnvironment(in EnvironmentInput) (out quotashare.Environment, err error) {
 	if err := checkName("serviceEnvironmentName", in.Name); err != nil {
 		return out, err
 	}
@@ -242,28 +242,28 @@ func (e *State) CreateEnvironment(in EnvironmentInput) (out quotashare.Environme
 	if err := checkEnvLimits(in.Limits); err != nil {
 		return out, err
 	}
-	if err := e.checkTypes(in.Limits); err != nil {
+	if err := st.checkTypes(in.Limits); err != nil {
 		return out, err
 	}
 	disabled := given(in.Disabled, false)
 	if err := CheckTags("tags", in.Tags); err != nil {
 		return out, err
 	}
-	err = e.write(func(time.Time) error {
-		if e.envs[in.Name] != nil {
+	err = st.write(func(time.Time) error {
+		if st.envs[in.Name] != nil {
 			return quotashare.Errorf(quotashare.Conflict, msgExists)
 		}
 		v := &quotashare.Environment{Name: in.Name, Disabled: disabled, Limits: slices.Clone(in.Limits), Tags: maps.Clone(in.Tags)}
-		e.envs[in.Name] = v
-		e.touch(kindEnv, in.Name)
+		st.envs[in.Name] = v
+		st.touch(kindEnv, in.Name)
 		out = *v
 		return nil
 	})
 	return out, err
 }
 
-func (e *State) queueOfEnv(name string) *queueState {
-	for _, qs := range e.queues {
+func (st *State) queueOfEnv(name string) *queueState {
+	for _, qs := range st.queues {
 		if qs.q.Environment == name {
 			return qs
 		}
@@ -273,22 +273,22 @@ func (e *State) queueOfEnv(name string) *queueState {
 
 // UpdateEnvironment changes an environment's state and/or limits (nil keeps them). A
 // limit lowered below usage preempts at the next pass, borrowed capacity first.
-func (e *State) UpdateEnvironment(name string, disabled *bool, limits []quotashare.Demand) (out quotashare.Environment, err error) {
+func (st *State) UpdateEnvironment(name string, disabled *bool, limits []quotashare.Demand) (out quotashare.Environment, err error) {
 	if limits != nil {
 		if err := checkEnvLimits(limits); err != nil {
 			return out, err
 		}
-		if err := e.checkTypes(limits); err != nil {
+		if err := st.checkTypes(limits); err != nil {
 			return out, err
 		}
 	}
-	err = e.write(func(time.Time) error {
-		v := e.envs[name]
+	err = st.write(func(time.Time) error {
+		v := st.envs[name]
 		if v == nil {
 			return quotashare.Errorf(quotashare.NotFound, "serviceEnvironment: %s does not exist", name)
 		}
 		disabled := given(disabled, v.Disabled)
-		qs := e.queueOfEnv(name)
+		qs := st.queueOfEnv(name)
 		if limits != nil && qs != nil {
 			if countsInstances(limits) != qs.fifo() {
 				return invalid("capacityLimits: service environment %s feeds job queue %s, which needs %s", v.Name, qs.q.Name,
@@ -301,7 +301,7 @@ func (e *State) UpdateEnvironment(name string, disabled *bool, limits []quotasha
 		if limits != nil {
 			v.Limits = slices.Clone(limits)
 			if qs != nil {
-				if err := e.setFIFOShare(qs); err != nil {
+				if err := st.setFIFOShare(qs); err != nil {
 					return invalid("%v", err)
 				}
 			}
@@ -310,10 +310,10 @@ func (e *State) UpdateEnvironment(name string, disabled *bool, limits []quotasha
 		if qs != nil {
 			qs.dirty = true
 			if !disabled {
-				qs.fresh = append(qs.fresh, e.runnable(qs)...)
+				qs.fresh = append(qs.fresh, st.runnable(qs)...)
 			}
 		}
-		e.touch(kindEnv, name)
+		st.touch(kindEnv, name)
 		out = *v
 		return nil
 	})
@@ -322,10 +322,10 @@ func (e *State) UpdateEnvironment(name string, disabled *bool, limits []quotasha
 
 // runnable lists the queue's RUNNABLE jobs (for refreshing their reasons), from its
 // scheduler: never the queue's history.
-func (e *State) runnable(qs *queueState) []*quotashare.Job {
+func (st *State) runnable(qs *queueState) []*quotashare.Job {
 	var out []*quotashare.Job
 	qs.sched.EachWaiting(func(id string) {
-		if j := e.jobs[id]; j != nil && j.Status == quotashare.Runnable {
+		if j := st.jobs[id]; j != nil && j.Status == quotashare.Runnable {
 			out = append(out, j)
 		}
 	})
@@ -334,7 +334,7 @@ func (e *State) runnable(qs *queueState) []*quotashare.Job {
 
 // DescribeEnvironments returns the environments named (unknown names are left out), or
 // all of them, sorted by name.
-func (e *State) DescribeEnvironments(names []string) []quotashare.Environment {
+func (st *State) DescribeEnvironments(names []string) []quotashare.Environment {
 	var out []quotashare.Environment
 	add := func(v *quotashare.Environment) {
 		c := *v
@@ -342,12 +342,12 @@ func (e *State) DescribeEnvironments(names []string) []quotashare.Environment {
 		out = append(out, c)
 	}
 	if len(names) == 0 {
-		for _, v := range e.envs {
+		for _, v := range st.envs {
 			add(v)
 		}
 	}
 	for _, n := range names {
-		if v := e.envs[n]; v != nil {
+		if v := st.envs[n]; v != nil {
 			add(v)
 		}
 	}
@@ -356,20 +356,20 @@ func (e *State) DescribeEnvironments(names []string) []quotashare.Environment {
 }
 
 // DeleteEnvironment deletes a DISABLED environment that no queue uses.
-func (e *State) DeleteEnvironment(name string) error {
-	return e.write(func(time.Time) error {
-		v := e.envs[name]
+func (st *State) DeleteEnvironment(name string) error {
+	return st.write(func(time.Time) error {
+		v := st.envs[name]
 		if v == nil {
 			return quotashare.Errorf(quotashare.NotFound, "serviceEnvironment: %s does not exist", name)
 		}
 		if !v.Disabled {
 			return quotashare.Errorf(quotashare.Conflict, "serviceEnvironment: %s is ENABLED; set its state to DISABLED first", v.Name)
 		}
-		if qs := e.queueOfEnv(name); qs != nil {
+		if qs := st.queueOfEnv(name); qs != nil {
 			return quotashare.Errorf(quotashare.Conflict, "serviceEnvironment: %s is used by job queue %s; delete the queue first", v.Name, qs.q.Name)
 		}
-		delete(e.envs, name)
-		e.touch(kindEnv, name)
+		delete(st.envs, name)
+		st.touch(kindEnv, name)
 		return nil
 	})
 }
@@ -414,25 +414,25 @@ func checkTimeLimitActions(as []quotashare.TimeLimitAction) error {
 }
 
 // checkEnvOrder resolves the queue's one service environment.
-func (e *State) checkEnvOrder(order []EnvOrder, self string) (string, int, error) {
+func (st *State) checkEnvOrder(order []EnvOrder, self string) (string, int, error) {
 	if len(order) != 1 {
 		return "", 0, invalid("serviceEnvironmentOrder: a quota-management queue has exactly 1 service environment; got %d", len(order))
 	}
 	name := order[0].Environment
-	if e.envs[name] == nil {
+	if st.envs[name] == nil {
 		return "", 0, invalid("serviceEnvironmentOrder[0].serviceEnvironment: %s does not exist", name)
 	}
-	if qs := e.queueOfEnv(name); qs != nil && qs.q.Name != self {
+	if qs := st.queueOfEnv(name); qs != nil && qs.q.Name != self {
 		return "", 0, invalid("serviceEnvironmentOrder[0].serviceEnvironment: %s already feeds job queue %s; a quota-management environment serves one queue", name, qs.q.Name)
 	}
 	return name, order[0].Order, nil
 }
 
-func (e *State) checkPolicyRef(field, name string) error {
+func (st *State) checkPolicyRef(field, name string) error {
 	if name == "" {
 		return invalid("%s: is required: quotashare runs quota-management queues, which need a scheduling policy with a quotaSharePolicy", field)
 	}
-	if e.policies[name] == nil {
+	if st.policies[name] == nil {
 		return invalid("%s: scheduling policy %s does not exist", field, name)
 	}
 	return nil
@@ -470,40 +470,40 @@ func checkQueueInput(in QueueInput, creating bool) error {
 }
 
 // CreateQueue creates a quota-management job queue.
-func (e *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
+func (st *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 	if err := checkQueueInput(in, true); err != nil {
 		return out, err
 	}
 	disabled := given(in.Disabled, false)
-	err = e.write(func(time.Time) error {
-		if e.queues[in.Name] != nil {
+	err = st.write(func(time.Time) error {
+		if st.queues[in.Name] != nil {
 			return quotashare.Errorf(quotashare.Conflict, msgExists)
 		}
 		fifo := in.Policy == "" // AWS: a queue without a policy is FIFO
 		if !fifo {
-			if err := e.checkPolicyRef("schedulingPolicyArn", in.Policy); err != nil {
+			if err := st.checkPolicyRef("schedulingPolicyArn", in.Policy); err != nil {
 				return err
 			}
 		}
-		env, order, err := e.checkEnvOrder(in.EnvOrder, in.Name)
+		env, order, err := st.checkEnvOrder(in.EnvOrder, in.Name)
 		if err != nil {
 			return err
 		}
-		if err := e.checkQueueEnv(fifo, env); err != nil {
+		if err := st.checkQueueEnv(fifo, env); err != nil {
 			return err
 		}
 		q := &quotashare.Queue{Name: in.Name, Priority: *in.Priority, Disabled: disabled, Policy: in.Policy,
 			Environment: env, EnvironmentOrder: order, TimeLimitActions: slices.Clone(in.TimeLimitActions), Tags: maps.Clone(in.Tags)}
 		qs := newQueueState(q)
-		qs.sched = sched.New(e.cfg.Sched)
-		if err := qs.sched.SetCapacity(e.envs[env].Limits); err != nil {
+		qs.sched = sched.New(st.cfg.Sched)
+		if err := qs.sched.SetCapacity(st.envs[env].Limits); err != nil {
 			return invalid("serviceEnvironmentOrder: %v", err)
 		}
-		if err := e.setFIFOShare(qs); err != nil {
+		if err := st.setFIFOShare(qs); err != nil {
 			return invalid("serviceEnvironmentOrder: %v", err)
 		}
-		e.queues[in.Name] = qs
-		e.touch(kindQueue, in.Name)
+		st.queues[in.Name] = qs
+		st.touch(kindQueue, in.Name)
 		out = *q
 		return nil
 	})
@@ -512,12 +512,12 @@ func (e *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 
 // UpdateQueue changes a queue's state, priority, policy, environment (only while no job
 // holds capacity) or time-limit actions.
-func (e *State) UpdateQueue(name string, in QueueInput) (out quotashare.Queue, err error) {
+func (st *State) UpdateQueue(name string, in QueueInput) (out quotashare.Queue, err error) {
 	if err := checkQueueInput(in, false); err != nil {
 		return out, err
 	}
-	err = e.write(func(time.Time) error {
-		qs := e.queues[name]
+	err = st.write(func(time.Time) error {
+		qs := st.queues[name]
 		if qs == nil {
 			return quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", name)
 		}
@@ -526,17 +526,17 @@ func (e *State) UpdateQueue(name string, in QueueInput) (out quotashare.Queue, e
 			if qs.fifo() {
 				return invalid("schedulingPolicyArn: job queue %s is FIFO (created without a scheduling policy) and cannot take one", qs.q.Name)
 			}
-			if err := e.checkPolicyRef("schedulingPolicyArn", in.Policy); err != nil {
+			if err := st.checkPolicyRef("schedulingPolicyArn", in.Policy); err != nil {
 				return err
 			}
 		}
 		env, order := qs.q.Environment, qs.q.EnvironmentOrder
 		if in.EnvOrderSet {
-			if env, order, err = e.checkEnvOrder(in.EnvOrder, name); err != nil {
+			if env, order, err = st.checkEnvOrder(in.EnvOrder, name); err != nil {
 				return err
 			}
 			if env != qs.q.Environment {
-				if err := e.checkQueueEnv(qs.fifo(), env); err != nil {
+				if err := st.checkQueueEnv(qs.fifo(), env); err != nil {
 					return err
 				}
 				for _, u := range qs.sched.Capacity() {
@@ -544,7 +544,7 @@ func (e *State) UpdateQueue(name string, in QueueInput) (out quotashare.Queue, e
 						return quotashare.Errorf(quotashare.Conflict, "serviceEnvironmentOrder: jobs of queue %s still hold %d %s; the environment can change once none holds capacity", qs.q.Name, u.InUse, u.InstanceType)
 					}
 				}
-				if err := qs.sched.SetCapacity(e.envs[env].Limits); err != nil {
+				if err := qs.sched.SetCapacity(st.envs[env].Limits); err != nil {
 					return invalid("serviceEnvironmentOrder: %v", err)
 				}
 			}
@@ -553,7 +553,7 @@ func (e *State) UpdateQueue(name string, in QueueInput) (out quotashare.Queue, e
 		envChanged := env != q.Environment
 		q.Disabled, q.Environment, q.EnvironmentOrder = disabled, env, order
 		if envChanged {
-			if err := e.setFIFOShare(qs); err != nil {
+			if err := st.setFIFOShare(qs); err != nil {
 				return invalid("serviceEnvironmentOrder: %v", err)
 			}
 		}
@@ -567,7 +567,7 @@ func (e *State) UpdateQueue(name string, in QueueInput) (out quotashare.Queue, e
 			q.TimeLimitActions = slices.Clone(in.TimeLimitActions)
 		}
 		qs.dirty = true
-		e.touch(kindQueue, name)
+		st.touch(kindQueue, name)
 		out = *q
 		return nil
 	})
@@ -576,7 +576,7 @@ func (e *State) UpdateQueue(name string, in QueueInput) (out quotashare.Queue, e
 
 // DescribeQueues returns the queues named (unknown names are left out), or all of them,
 // sorted by name.
-func (e *State) DescribeQueues(names []string) []quotashare.Queue {
+func (st *State) DescribeQueues(names []string) []quotashare.Queue {
 	var out []quotashare.Queue
 	add := func(qs *queueState) {
 		c := *qs.q
@@ -584,12 +584,12 @@ func (e *State) DescribeQueues(names []string) []quotashare.Queue {
 		out = append(out, c)
 	}
 	if len(names) == 0 {
-		for _, qs := range e.queues {
+		for _, qs := range st.queues {
 			add(qs)
 		}
 	}
 	for _, n := range names {
-		if qs := e.queues[n]; qs != nil {
+		if qs := st.queues[n]; qs != nil {
 			add(qs)
 		}
 	}
@@ -598,9 +598,9 @@ func (e *State) DescribeQueues(names []string) []quotashare.Queue {
 }
 
 // DeleteQueue deletes a DISABLED queue that has no quota shares left.
-func (e *State) DeleteQueue(name string) error {
-	return e.write(func(time.Time) error {
-		qs := e.queues[name]
+func (st *State) DeleteQueue(name string) error {
+	return st.write(func(time.Time) error {
+		qs := st.queues[name]
 		if qs == nil {
 			return quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", name)
 		}
@@ -613,19 +613,19 @@ func (e *State) DeleteQueue(name string) error {
 		if n := qs.live[""]; qs.fifo() && n > 0 {
 			return quotashare.Errorf(quotashare.Conflict, "jobQueue: %s still has %d unfinished job(s); terminate them first", qs.q.Name, n)
 		}
-		delete(e.queues, name)
+		delete(st.queues, name)
 		qs.jobs.each(func(j *quotashare.Job) bool {
-			e.removeJob(nil, j)
+			st.removeJob(nil, j)
 			return true
 		})
-		e.touch(kindQueue, name)
+		st.touch(kindQueue, name)
 		return nil
 	})
 }
 
 // queueNamed finds a queue by name; a missing one is NotFound.
-func (e *State) queueNamed(name string) (*queueState, error) {
-	qs := e.queues[name]
+func (st *State) queueNamed(name string) (*queueState, error) {
+	qs := st.queues[name]
 	if qs == nil {
 		return nil, quotashare.Errorf(quotashare.NotFound, "jobQueue: %s does not exist", name)
 	}

@@ -88,8 +88,8 @@ func (r ShareRef) String() string { return r.Queue + "/" + r.Name }
 func shareKey(s *quotashare.QuotaShare) string { return ShareRef{s.Queue, s.Name}.String() }
 
 // share finds a share.
-func (e *State) share(r ShareRef) *quotashare.QuotaShare {
-	if qs := e.queues[r.Queue]; qs != nil {
+func (st *State) share(r ShareRef) *quotashare.QuotaShare {
+	if qs := st.queues[r.Queue]; qs != nil {
 		return qs.shares[r.Name]
 	}
 	return nil
@@ -101,7 +101,7 @@ func shareNotFound(r ShareRef) error {
 }
 
 // CreateShare creates a quota share.
-func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error) {
+func (st *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error) {
 	if in.Strategy == "" {
 		return out, invalid("resourceSharingConfiguration.strategy: is required (RESERVE, LEND or LEND_AND_BORROW)")
 	}
@@ -115,11 +115,11 @@ func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error
 	if err != nil {
 		return out, err
 	}
-	if err := e.checkTypes(in.Limits); err != nil {
+	if err := st.checkTypes(in.Limits); err != nil {
 		return out, err
 	}
-	err = e.write(func(time.Time) error {
-		qs := e.queues[in.Queue]
+	err = st.write(func(time.Time) error {
+		qs := st.queues[in.Queue]
 		if qs == nil {
 			return invalid("jobQueue: %s does not exist", in.Queue)
 		}
@@ -129,7 +129,7 @@ func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error
 		if qs.shares[in.Name] != nil {
 			return quotashare.Errorf(quotashare.Conflict, "Quota share %s already exists in job queue %s", in.Name, qs.q.Name)
 		}
-		if err := e.checkShareTypes(qs, cfg.Limits); err != nil {
+		if err := st.checkShareTypes(qs, cfg.Limits); err != nil {
 			return err
 		}
 		cfg.Queue = in.Queue
@@ -140,7 +140,7 @@ func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error
 		s := &cfg
 		qs.shares[in.Name] = s
 		qs.dirty = true
-		e.touch(kindShare, shareKey(s))
+		st.touch(kindShare, shareKey(s))
 		out = *s
 		return nil
 	})
@@ -149,25 +149,25 @@ func (e *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err error
 
 // UpdateShare changes a share. A limit lowered below usage makes the excess borrowed:
 // reclaimable when an owner needs it.
-func (e *State) UpdateShare(r ShareRef, in ShareInput) (out quotashare.QuotaShare, err error) {
-	err = e.write(func(time.Time) error {
-		s := e.share(r)
+func (st *State) UpdateShare(r ShareRef, in ShareInput) (out quotashare.QuotaShare, err error) {
+	err = st.write(func(time.Time) error {
+		s := st.share(r)
 		if s == nil {
 			return shareNotFound(r)
 		}
 		if s.Deleting {
 			return quotashare.Errorf(quotashare.Conflict, "quotaShareArn: quota share %s is being deleted", s.Name)
 		}
-		if err := e.checkTypes(in.Limits); err != nil {
+		if err := st.checkTypes(in.Limits); err != nil {
 			return err
 		}
 		cfg, err := shareConfig(*s, in, false)
 		if err != nil {
 			return err
 		}
-		qs := e.queues[s.Queue]
+		qs := st.queues[s.Queue]
 		if in.Limits != nil {
-			if err := e.checkShareTypes(qs, in.Limits); err != nil {
+			if err := st.checkShareTypes(qs, in.Limits); err != nil {
 				return err
 			}
 		}
@@ -176,8 +176,8 @@ func (e *State) UpdateShare(r ShareRef, in ShareInput) (out quotashare.QuotaShar
 		}
 		*s = cfg
 		qs.dirty = true
-		qs.fresh = append(qs.fresh, e.runnable(qs)...)
-		e.touch(kindShare, shareKey(s))
+		qs.fresh = append(qs.fresh, st.runnable(qs)...)
+		st.touch(kindShare, shareKey(s))
 		out = *s
 		out.Tags = maps.Clone(s.Tags)
 		return nil
@@ -186,8 +186,8 @@ func (e *State) UpdateShare(r ShareRef, in ShareInput) (out quotashare.QuotaShar
 }
 
 // DescribeShare returns a share; a missing one is an error that says "does not exist".
-func (e *State) DescribeShare(r ShareRef) (quotashare.QuotaShare, error) {
-	s := e.share(r)
+func (st *State) DescribeShare(r ShareRef) (quotashare.QuotaShare, error) {
+	s := st.share(r)
 	if s == nil {
 		return quotashare.QuotaShare{}, shareNotFound(r)
 	}
@@ -197,8 +197,8 @@ func (e *State) DescribeShare(r ShareRef) (quotashare.QuotaShare, error) {
 }
 
 // ListShares returns a queue's shares, sorted by name.
-func (e *State) ListShares(queue string) ([]quotashare.QuotaShare, error) {
-	qs, err := e.queueNamed(queue)
+func (st *State) ListShares(queue string) ([]quotashare.QuotaShare, error) {
+	qs, err := st.queueNamed(queue)
 	if err != nil {
 		return nil, err
 	}
@@ -211,9 +211,9 @@ func (e *State) ListShares(queue string) ([]quotashare.QuotaShare, error) {
 
 // DeleteShare deletes a DISABLED share: its waiting jobs fail at once, its running ones
 // are stopped, and the share is gone when the last of them has stopped.
-func (e *State) DeleteShare(r ShareRef) error {
-	return e.write(func(now time.Time) error {
-		s := e.share(r)
+func (st *State) DeleteShare(r ShareRef) error {
+	return st.write(func(now time.Time) error {
+		s := st.share(r)
 		if s == nil {
 			return shareNotFound(r)
 		}
@@ -224,22 +224,22 @@ func (e *State) DeleteShare(r ShareRef) error {
 			return nil
 		}
 		s.Deleting = true
-		e.touch(kindShare, shareKey(s))
-		qs := e.queues[s.Queue]
+		st.touch(kindShare, shareKey(s))
+		qs := st.queues[s.Queue]
 		// Its unfinished jobs, in submission order: those the scheduler holds, never the
 		// queue's history.
 		var ending []*quotashare.Job
 		qs.sched.EachJob(func(id string) {
-			if j := e.jobs[id]; j != nil && j.Share == s.Name && !j.Status.Done() {
+			if j := st.jobs[id]; j != nil && j.Share == s.Name && !j.Status.Done() {
 				ending = append(ending, j)
 			}
 		})
 		slices.SortFunc(ending, bySubmission)
 		for _, j := range ending {
-			e.terminate(qs, j, "Quota share "+s.Name+" was deleted", now)
+			st.terminate(qs, j, "Quota share "+s.Name+" was deleted", now)
 		}
 		if qs.live[s.Name] == 0 {
-			e.dropShare(qs, s)
+			st.dropShare(qs, s)
 		}
 		return nil
 	})

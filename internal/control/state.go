@@ -131,67 +131,67 @@ func LoadDecoded(cfg Config, load func(fn func(Loaded) error) error) (*State, er
 	if cfg.CapacityBackoffMax < cfg.CapacityBackoff {
 		cfg.CapacityBackoffMax = max(cfg.CapacityBackoff, 2*time.Minute)
 	}
-	e := &State{cfg: cfg, policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
+	st := &State{cfg: cfg, policies: map[string]*quotashare.SchedulingPolicy{}, envs: map[string]*quotashare.Environment{},
 		queues: map[string]*queueState{}, jobs: map[string]*quotashare.Job{}, tokens: map[string]string{}, dirty: map[recKey]bool{},
 		budget: -1, counters: newCounters(), reclaimAt: map[string]time.Time{}, strings: map[string]string{}, needs: map[quotashare.Demand][]quotashare.Demand{}}
 	// A preemption's reason names the job it makes room for by name, then id.
-	e.cfg.Sched.JobText = func(id string) string {
-		if j := e.jobs[id]; j != nil {
+	st.cfg.Sched.JobText = func(id string) string {
+		if j := st.jobs[id]; j != nil {
 			return j.Name + " (" + id + ")"
 		}
 		return id
 	}
-	if err := e.load(load); err != nil {
+	if err := st.load(load); err != nil {
 		return nil, err
 	}
-	return e, nil
+	return st, nil
 }
 
 // SetTime gives the time of the calls that follow. The State's own clock never goes
 // back and never repeats: each change gets a time strictly after the previous one.
-func (e *State) SetTime(t time.Time) { e.clock = t }
+func (st *State) SetTime(t time.Time) { st.clock = t }
 
 // KeepClock carries a previous State's clock and counters over to one loaded in its
 // place, so that times stay strictly increasing and counters counting across a reload.
-func (e *State) KeepClock(old *State) {
-	e.counters, e.passes = old.counters, old.passes
-	if old.lastNow.After(e.lastNow) {
-		e.lastNow = old.lastNow
+func (st *State) KeepClock(old *State) {
+	st.counters, st.passes = old.counters, old.passes
+	if old.lastNow.After(st.lastNow) {
+		st.lastNow = old.lastNow
 	}
-	e.clock = old.clock
+	st.clock = old.clock
 }
 
 // write runs fn, which validates first and changes nothing when it returns an error, at
 // the call's time; a change that succeeds is marked for the runner (TakeWrote).
-func (e *State) write(fn func(now time.Time) error) error {
-	if err := fn(e.now()); err != nil {
+func (st *State) write(fn func(now time.Time) error) error {
+	if err := fn(st.now()); err != nil {
 		return err
 	}
-	e.wrote = true
+	st.wrote = true
 	return nil
 }
 
 // TakeWrote reports whether a write succeeded since the last call: the runner then
 // answers the request once the next batch is durable.
-func (e *State) TakeWrote() bool {
-	w := e.wrote
-	e.wrote = false
+func (st *State) TakeWrote() bool {
+	w := st.wrote
+	st.wrote = false
 	return w
 }
 
 // Step is one turn of the runner's loop at the time given: it applies the executor's
 // reports, applies the queues' jobStateTimeLimitActions, and runs a scheduling pass for
 // every queue that needs one (all of them when tick is set).
-func (e *State) Step(reports []quotashare.Report, tick bool) {
-	now := e.now()
+func (st *State) Step(reports []quotashare.Report, tick bool) {
+	now := st.now()
 	for _, r := range reports {
-		e.apply(r, now)
+		st.apply(r, now)
 	}
-	e.timeLimits(now)
-	e.sweep(now)
-	for _, qs := range e.sortedQueues() {
+	st.timeLimits(now)
+	st.sweep(now)
+	for _, qs := range st.sortedQueues() {
 		if qs.dirty || tick || (!qs.wakeAt.IsZero() && !now.Before(qs.wakeAt)) {
-			e.pass(qs, now)
+			st.pass(qs, now)
 		}
 	}
 }
@@ -199,9 +199,9 @@ func (e *State) Step(reports []quotashare.Report, tick bool) {
 // NextWake is when Step must run next even if nothing else happens, at the latest: the
 // earliest moment a queue's pass asked to be woken (an attempt comes of age). Zero means
 // no such moment; the loop's tick still runs.
-func (e *State) NextWake() time.Time {
+func (st *State) NextWake() time.Time {
 	var at time.Time
-	for _, qs := range e.queues {
+	for _, qs := range st.queues {
 		if !qs.wakeAt.IsZero() && (at.IsZero() || qs.wakeAt.Before(at)) {
 			at = qs.wakeAt
 		}
@@ -211,29 +211,29 @@ func (e *State) NextWake() time.Time {
 
 // Flush returns the records of everything changed since the last Flush: what the next
 // batch commits.
-func (e *State) Flush() []quotashare.Record {
-	batch := make([]quotashare.Record, 0, len(e.dirty))
-	for k := range e.dirty {
-		batch = append(batch, e.encode(k))
+func (st *State) Flush() []quotashare.Record {
+	batch := make([]quotashare.Record, 0, len(st.dirty))
+	for k := range st.dirty {
+		batch = append(batch, st.encode(k))
 	}
-	clear(e.dirty)
+	clear(st.dirty)
 	return batch
 }
 
 // TakeActions returns the executor calls asked for since the last call, in order.
-func (e *State) TakeActions() []Action {
-	a := e.actions
-	e.actions = nil
+func (st *State) TakeActions() []Action {
+	a := st.actions
+	st.actions = nil
 	return a
 }
 
 // ActiveSpecs returns every attempt that holds capacity, sorted by attempt id: what the
 // executor recovers at start-up.
-func (e *State) ActiveSpecs() []quotashare.AttemptSpec {
+func (st *State) ActiveSpecs() []quotashare.AttemptSpec {
 	var specs []quotashare.AttemptSpec
-	for _, j := range e.jobs {
+	for _, j := range st.jobs {
 		if j.Current != nil {
-			specs = append(specs, e.spec(j))
+			specs = append(specs, st.spec(j))
 		}
 	}
 	slices.SortFunc(specs, func(a, b quotashare.AttemptSpec) int { return cmp.Compare(a.AttemptID, b.AttemptID) })
@@ -241,7 +241,7 @@ func (e *State) ActiveSpecs() []quotashare.AttemptSpec {
 }
 
 // Passes counts the scheduling passes run so far, over all queues.
-func (e *State) Passes() int64 { return e.passes }
+func (st *State) Passes() int64 { return st.passes }
 
 // queueState is a job queue with its shares and scheduler.
 type queueState struct {
@@ -293,7 +293,7 @@ const (
 )
 
 // load reads the whole state from the records load gives into the empty maps.
-func (e *State) load(load func(fn func(Loaded) error) error) error {
+func (st *State) load(load func(fn func(Loaded) error) error) error {
 	var shares []*quotashare.QuotaShare
 	var jobs []*quotashare.Job
 	// The _format record sorts before every other kind: the version is known before the
@@ -316,9 +316,9 @@ func (e *State) load(load func(fn func(Loaded) error) error) error {
 			}
 		}
 		if version == 0 && r.Kind != kindJob {
-			e.oldKeys = append(e.oldKeys, recKey{r.Kind, r.Key}) // ARNs, rewritten by upgrade
+			st.oldKeys = append(st.oldKeys, recKey{r.Kind, r.Key}) // ARNs, rewritten by upgrade
 		}
-		s, j, err := e.decode(version, l)
+		s, j, err := st.decode(version, l)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", r.Kind, r.Key, err)
 		}
@@ -333,12 +333,12 @@ func (e *State) load(load func(fn func(Loaded) error) error) error {
 	if err != nil {
 		return err
 	}
-	e.version = version
+	st.version = version
 	if first {
-		e.version = -1 // empty: upgrade writes the format record
+		st.version = -1 // empty: upgrade writes the format record
 	}
 	for _, s := range shares {
-		qs := e.queues[s.Queue]
+		qs := st.queues[s.Queue]
 		if qs == nil {
 			return fmt.Errorf("share %s: its queue %s is missing", shareKey(s), s.Queue)
 		}
@@ -347,14 +347,14 @@ func (e *State) load(load func(fn func(Loaded) error) error) error {
 	slices.SortFunc(jobs, bySubmission)
 	var finished []*quotashare.Job
 	for _, j := range jobs {
-		qs := e.queues[j.Queue]
+		qs := st.queues[j.Queue]
 		if qs == nil {
 			return fmt.Errorf("job %s: its queue %s is missing", j.ID, j.Queue)
 		}
 		j.Queue = qs.q.Name // one string for every job of the queue
-		e.jobs[j.ID] = j
+		st.jobs[j.ID] = j
 		if j.ClientToken != "" {
-			e.tokens[j.ClientToken] = j.ID
+			st.tokens[j.ClientToken] = j.ID
 		}
 		qs.jobs.add(j)
 		qs.index.add(j)
@@ -369,15 +369,15 @@ func (e *State) load(load func(fn func(Loaded) error) error) error {
 		if j.Status == quotashare.Runnable {
 			qs.fresh = append(qs.fresh, j) // its stored reason may be stale
 		}
-		if j.CreatedAt.After(e.lastNow) {
-			e.lastNow = j.CreatedAt
+		if j.CreatedAt.After(st.lastNow) {
+			st.lastNow = j.CreatedAt
 		}
 	}
 	slices.SortStableFunc(finished, func(a, b *quotashare.Job) int { return finishedAt(a).Compare(finishedAt(b)) })
-	e.finished = finishedList{jobs: finished}
-	for _, qs := range e.queues {
+	st.finished = finishedList{jobs: finished}
+	for _, qs := range st.queues {
 		var err error
-		if qs.sched, err = e.rebuild(qs); err != nil {
+		if qs.sched, err = st.rebuild(qs); err != nil {
 			return err
 		}
 		qs.dirty = true
@@ -388,9 +388,9 @@ func (e *State) load(load func(fn func(Loaded) error) error) error {
 // rebuild makes a scheduler for the queue from its environment, shares and unfinished
 // jobs as they are in memory: what a restart does from the store, and what Preview does
 // to try changes on a copy.
-func (e *State) rebuild(qs *queueState) (*sched.Scheduler, error) {
-	s := sched.New(e.cfg.Sched)
-	if env := e.envs[qs.q.Environment]; env != nil {
+func (st *State) rebuild(qs *queueState) (*sched.Scheduler, error) {
+	s := sched.New(st.cfg.Sched)
+	if env := st.envs[qs.q.Environment]; env != nil {
 		if err := s.SetCapacity(env.Limits); err != nil {
 			return nil, fmt.Errorf("environment %s: %w", env.Name, err)
 		}
@@ -453,26 +453,26 @@ func (qs *queueState) schedJob(j *quotashare.Job) sched.Job {
 
 // now returns the clock's time, strictly after every earlier call, so that submission
 // times order jobs the way they arrived.
-func (e *State) now() time.Time {
-	t := e.clock
-	if !t.After(e.lastNow) {
-		t = e.lastNow.Add(time.Nanosecond)
+func (st *State) now() time.Time {
+	t := st.clock
+	if !t.After(st.lastNow) {
+		t = st.lastNow.Add(time.Nanosecond)
 	}
-	e.lastNow = t
+	st.lastNow = t
 	return t
 }
 
 // touch marks an object to be written in the next batch.
-func (e *State) touch(kind, key string) { e.dirty[recKey{kind, key}] = true }
+func (st *State) touch(kind, key string) { st.dirty[recKey{kind, key}] = true }
 
-func (e *State) touchJob(j *quotashare.Job) { e.touch(kindJob, j.ID) }
+func (st *State) touchJob(j *quotashare.Job) { st.touch(kindJob, j.ID) }
 
 // act queues an executor call for after the next commit.
-func (e *State) act(a Action) { e.actions = append(e.actions, a) }
+func (st *State) act(a Action) { st.actions = append(st.actions, a) }
 
-func (e *State) sortedQueues() []*queueState {
-	qs := make([]*queueState, 0, len(e.queues))
-	for _, q := range e.queues {
+func (st *State) sortedQueues() []*queueState {
+	qs := make([]*queueState, 0, len(st.queues))
+	for _, q := range st.queues {
 		qs = append(qs, q)
 	}
 	slices.SortFunc(qs, func(a, b *queueState) int { return cmp.Compare(a.q.Name, b.q.Name) })
@@ -480,13 +480,13 @@ func (e *State) sortedQueues() []*queueState {
 }
 
 // pass runs one scheduling pass for the queue and records its decisions.
-func (e *State) pass(qs *queueState, now time.Time) {
-	e.passes++
+func (st *State) pass(qs *queueState, now time.Time) {
+	st.passes++
 	qs.dirty, qs.wakeAt = false, time.Time{}
-	if env := e.envs[qs.q.Environment]; env == nil || env.Disabled {
+	if env := st.envs[qs.q.Environment]; env == nil || env.Disabled {
 		for _, j := range qs.fresh {
 			if j.Status == quotashare.Runnable {
-				e.say(j, quotashare.ReasonEnvironmentDisabled, " - ", fmt.Sprintf("service environment %s is DISABLED: no job of queue %s is placed until it is enabled",
+				st.say(j, quotashare.ReasonEnvironmentDisabled, " - ", fmt.Sprintf("service environment %s is DISABLED: no job of queue %s is placed until it is enabled",
 					qs.q.Environment, qs.q.Name))
 			}
 		}
@@ -495,27 +495,27 @@ func (e *State) pass(qs *queueState, now time.Time) {
 	}
 	plan := qs.sched.Plan(now)
 	qs.wakeAt = plan.WakeAt // Plan asks only for a moment after now
-	for _, st := range plan.Starts {
-		e.start(e.jobs[st.JobID], st, now)
+	for _, g := range plan.Starts {
+		st.start(st.jobs[g.JobID], g, now)
 	}
 	for _, p := range plan.Preemptions {
-		e.preempt(e.jobs[p.JobID], p)
-		if _, ok := e.reclaimAt[p.ForJob]; p.Rule == sched.RuleReclaim && p.ForJob != "" && !ok {
-			e.reclaimAt[p.ForJob] = now // the owner's wait for its capacity begins
+		st.preempt(st.jobs[p.JobID], p)
+		if _, ok := st.reclaimAt[p.ForJob]; p.Rule == sched.RuleReclaim && p.ForJob != "" && !ok {
+			st.reclaimAt[p.ForJob] = now // the owner's wait for its capacity begins
 		}
 	}
 	// A waiting job's reason follows from the scheduler's state, which a restart
 	// rebuilds: it is kept current in memory and written with the job's next real change,
 	// never on its own (a pass may change the numbers in a thousand reasons per share).
 	for _, w := range plan.Waiting {
-		e.setWaiting(e.jobs[w.JobID], w.Reason)
+		st.setWaiting(st.jobs[w.JobID], w.Reason)
 	}
 	for _, j := range qs.fresh {
 		if j.Status != quotashare.Runnable {
 			continue
 		}
 		if r, ok := qs.sched.Reason(j.ID); ok {
-			e.setWaiting(j, r)
+			st.setWaiting(j, r)
 		}
 	}
 	qs.fresh = qs.fresh[:0]
@@ -526,12 +526,12 @@ func (e *State) pass(qs *queueState, now time.Time) {
 // Only the code is kept on the job: its detail and statusReason follow from the
 // scheduler's state, and are rendered when the job is read (cloneJob). A million waiting
 // jobs then hold no text, and a pass renders none.
-func (e *State) setWaiting(j *quotashare.Job, r sched.Reason) {
+func (st *State) setWaiting(j *quotashare.Job, r sched.Reason) {
 	code := r.Code
-	if qs := e.queues[j.Queue]; qs != nil {
+	if qs := st.queues[j.Queue]; qs != nil {
 		code = qs.waitCode(r)
 	}
-	e.setReason(j, quotashare.ReasonCode(e.intern(string(code))), "", "")
+	st.setReason(j, quotashare.ReasonCode(st.intern(string(code))), "", "")
 	if r.Code != sched.ReasonExecutorCapacity {
 		j.HeldUntil = time.Time{}
 	}
@@ -544,17 +544,17 @@ func heldFor(reason string) string {
 
 // say sets a job's reason: its code, its detail, and the statusReason rendered from
 // them, the code and the detail joined by sep.
-func (e *State) say(j *quotashare.Job, code quotashare.ReasonCode, sep, detail string) {
-	e.setReason(j, code, detail, string(code)+sep+detail)
+func (st *State) say(j *quotashare.Job, code quotashare.ReasonCode, sep, detail string) {
+	st.setReason(j, code, detail, string(code)+sep+detail)
 }
 
 // setReason sets a job's reason: its code, its detail, and the statusReason rendered
 // from them. Every change of a job's reason goes through it (its code places a waiting
 // job in the time-limit index).
-func (e *State) setReason(j *quotashare.Job, code quotashare.ReasonCode, detail, statusReason string) {
+func (st *State) setReason(j *quotashare.Job, code quotashare.ReasonCode, detail, statusReason string) {
 	qs := (*queueState)(nil)
 	if j.ReasonCode != code { // a new code may move the job in the time-limit index
-		qs = e.queues[j.Queue]
+		qs = st.queues[j.Queue]
 	}
 	if qs == nil {
 		j.ReasonCode, j.ReasonDetail, j.StatusReason = code, detail, statusReason
@@ -567,37 +567,37 @@ func (e *State) setReason(j *quotashare.Job, code quotashare.ReasonCode, detail,
 
 // sayHolding sets the reason of a job that holds capacity and is not being stopped: its
 // code says whether the attempt borrows, and its statusReason begins with the state.
-func (e *State) sayHolding(j *quotashare.Job, state, detail string) {
+func (st *State) sayHolding(j *quotashare.Job, state, detail string) {
 	code := quotashare.ReasonOwnCapacity
 	if len(j.Current.Borrowed) > 0 {
 		code = quotashare.ReasonBorrowing
 	}
-	e.setReason(j, code, detail, state+" - "+detail)
+	st.setReason(j, code, detail, state+" - "+detail)
 }
 
 // start records a decision to start a job and queues the executor's Start.
-func (e *State) start(j *quotashare.Job, st sched.Start, now time.Time) {
-	e.counters.Starts[ShareKey{j.Queue, shareLabel(j.Share)}]++
+func (st *State) start(j *quotashare.Job, g sched.Start, now time.Time) {
+	st.counters.Starts[ShareKey{j.Queue, shareLabel(j.Share)}]++
 	j.Seq++
 	if j.Seq == 1 {
-		e.waits = append(e.waits, StartWait{j.Queue, shareLabel(j.Share), priorityBand(j.Priority), now.Sub(j.CreatedAt), false})
+		st.waits = append(st.waits, StartWait{j.Queue, shareLabel(j.Share), priorityBand(j.Priority), now.Sub(j.CreatedAt), false})
 	}
-	if t, ok := e.reclaimAt[j.ID]; ok {
-		e.waits = append(e.waits, StartWait{j.Queue, shareLabel(j.Share), priorityBand(j.Priority), now.Sub(t), true})
-		delete(e.reclaimAt, j.ID)
+	if t, ok := st.reclaimAt[j.ID]; ok {
+		st.waits = append(st.waits, StartWait{j.Queue, shareLabel(j.Share), priorityBand(j.Priority), now.Sub(t), true})
+		delete(st.reclaimAt, j.ID)
 	}
-	a := &quotashare.Attempt{ID: quotashare.AttemptID(j.ID, j.Seq), ScheduledAt: now, Borrowed: st.Borrowed}
+	a := &quotashare.Attempt{ID: quotashare.AttemptID(j.ID, j.Seq), ScheduledAt: now, Borrowed: g.Borrowed}
 	j.Current = a
-	qs := e.queues[j.Queue]
+	qs := st.queues[j.Queue]
 	qs.active[j] = true
 	qs.setStatus(j, quotashare.Scheduled)
-	e.sayHolding(j, "SCHEDULED", "capacity assigned in share "+j.Share+borrowText(st.Borrowed))
+	st.sayHolding(j, "SCHEDULED", "capacity assigned in share "+j.Share+borrowText(g.Borrowed))
 	j.HeldUntil = time.Time{}
-	e.touchJob(j)
-	e.decide(Decision{Kind: "start", Queue: j.Queue, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Borrowed: demandsText(st.Borrowed),
-		Text: fmt.Sprintf("start    %s (%s, share %s, priority %d)%s", j.Name, j.ID, j.Share, j.Priority, borrowText(st.Borrowed))})
-	spec := e.spec(j)
-	e.act(Action{Start: &spec})
+	st.touchJob(j)
+	st.decide(Decision{Kind: "start", Queue: j.Queue, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Borrowed: demandsText(g.Borrowed),
+		Text: fmt.Sprintf("start    %s (%s, share %s, priority %d)%s", j.Name, j.ID, j.Share, j.Priority, borrowText(g.Borrowed))})
+	spec := st.spec(j)
+	st.act(Action{Start: &spec})
 }
 
 func borrowText(b []quotashare.Demand) string {
@@ -607,7 +607,7 @@ func borrowText(b []quotashare.Demand) string {
 	return " (borrowing " + demandsText(b) + " of other shares' idle capacity)"
 }
 
-func (e *State) spec(j *quotashare.Job) quotashare.AttemptSpec {
+func (st *State) spec(j *quotashare.Job) quotashare.AttemptSpec {
 	s := quotashare.AttemptSpec{JobID: j.ID, JobName: j.Name, AttemptID: j.Current.ID, Share: j.Share,
 		Payload: j.Payload, Need: j.Need, StartedAt: j.Current.StartedAt, Stopping: j.Current.Stop != ""}
 	if j.TimeoutSeconds > 0 {
@@ -617,29 +617,29 @@ func (e *State) spec(j *quotashare.Job) quotashare.AttemptSpec {
 }
 
 // preempt records a decision to stop an attempt and queues the executor's Stop.
-func (e *State) preempt(j *quotashare.Job, p sched.Preemption) {
+func (st *State) preempt(j *quotashare.Job, p sched.Preemption) {
 	rule := p.Rule.String()
-	if s := e.queues[j.Queue].shares[j.Share]; p.Rule == sched.RuleReclaim && s != nil && !s.Strategy.Borrows() {
+	if s := st.queues[j.Queue].shares[j.Share]; p.Rule == sched.RuleReclaim && s != nil && !s.Strategy.Borrows() {
 		rule = "limit-lowered"
 	}
-	e.counters.Preemptions[PreemptionKey{j.Queue, rule, shareLabel(j.Share)}]++
+	st.counters.Preemptions[PreemptionKey{j.Queue, rule, shareLabel(j.Share)}]++
 	a := j.Current
 	a.Stop, a.StopReason, a.StopFor, a.StopRule = quotashare.StopPreempted, p.Reason, p.ForJob, rule
-	e.say(j, quotashare.ReasonPreempting, ": ", p.Reason)
-	e.touchJob(j)
-	e.decide(Decision{Kind: "preempt", Queue: j.Queue, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Rule: p.Rule.String(), ForJob: p.ForJob, Reason: p.Reason,
+	st.say(j, quotashare.ReasonPreempting, ": ", p.Reason)
+	st.touchJob(j)
+	st.decide(Decision{Kind: "preempt", Queue: j.Queue, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Rule: p.Rule.String(), ForJob: p.ForJob, Reason: p.Reason,
 		Text: fmt.Sprintf("preempt  %s (%s, share %s, rule %s): %s", j.Name, j.ID, j.Share, p.Rule, p.Reason)})
-	e.act(Action{Stop: a.ID})
+	st.act(Action{Stop: a.ID})
 }
 
 // apply applies an executor report.
-func (e *State) apply(r quotashare.Report, now time.Time) {
-	j := e.jobs[r.JobID]
+func (st *State) apply(r quotashare.Report, now time.Time) {
+	j := st.jobs[r.JobID]
 	if j == nil || j.Current == nil || j.Current.ID != r.AttemptID {
 		return // about an attempt that is over already: reports may repeat
 	}
 	a := j.Current
-	qs := e.queues[j.Queue]
+	qs := st.queues[j.Queue]
 	at := r.At
 	if at.IsZero() {
 		at = now
@@ -649,9 +649,9 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 		if j.Status == quotashare.Scheduled || j.Status == quotashare.Starting {
 			qs.setStatus(j, quotashare.Starting)
 			if a.Stop == "" {
-				e.sayHolding(j, "STARTING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed)+": "+r.Reason)
+				st.sayHolding(j, "STARTING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed)+": "+r.Reason)
 			}
-			e.touchJob(j)
+			st.touchJob(j)
 		}
 		return
 	case quotashare.AttemptRunning:
@@ -660,10 +660,10 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 			a.StartedAt = at
 			j.CapacityRefusals = 0
 			if a.Stop == "" {
-				e.sayHolding(j, "RUNNING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed))
+				st.sayHolding(j, "RUNNING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed))
 			}
 			qs.sched.Running(j.ID, at)
-			e.touchJob(j)
+			st.touchJob(j)
 		}
 		return
 	case quotashare.AttemptExited:
@@ -675,58 +675,58 @@ func (e *State) apply(r quotashare.Report, now time.Time) {
 	j.Current = nil
 	delete(qs.active, j)
 	qs.dirty = true
-	e.touchJob(j)
+	st.touchJob(j)
 	if !r.Capacity {
 		// Processes that ran are gone: the executor's capacity changed, so the jobs it
 		// refused for lack of capacity are tried again now rather than after their backoff.
-		e.releaseHeld()
+		st.releaseHeld()
 	}
 	switch {
 	case a.Stop == quotashare.StopTerminated:
 		a.StatusReason = "Terminated: " + j.TerminateReason
 		j.Attempts = append(j.Attempts, *a)
-		e.finish(qs, j, quotashare.Failed, quotashare.ReasonTerminated, j.TerminateReason, now)
+		st.finish(qs, j, quotashare.Failed, quotashare.ReasonTerminated, j.TerminateReason, now)
 	case a.Stop == quotashare.StopPreempted && r.Success && !r.Signalled:
 		// It finished on its own before the preemption reached it: the work is done.
 		a.StatusReason = r.Reason
 		j.Attempts = append(j.Attempts, *a)
-		e.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason, now)
+		st.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason, now)
 	case a.Stop == quotashare.StopPreempted:
 		if !a.StartedAt.IsZero() && a.StoppedAt.After(a.StartedAt) {
 			secs := a.StoppedAt.Sub(a.StartedAt).Seconds()
 			k := ShareKey{qs.q.Name, shareLabel(j.Share)}
-			c := e.counters.PreemptedRun[k]
+			c := st.counters.PreemptedRun[k]
 			for _, d := range j.Need {
 				c.InstanceSeconds += secs * float64(d.Count)
-				c.GPUSeconds += secs * float64(d.Count*e.cfg.GPUsPerInstance(d.InstanceType))
+				c.GPUSeconds += secs * float64(d.Count*st.cfg.GPUsPerInstance(d.InstanceType))
 			}
-			e.counters.PreemptedRun[k] = c
+			st.counters.PreemptedRun[k] = c
 		}
 		a.StatusReason = a.StopReason
 		j.Preempted = append([]quotashare.Attempt{*a}, j.Preempted[:min(len(j.Preempted), maxPreemptedShown-1)]...)
 		j.PreemptedCount++
 		if n := j.PreemptionRetries; n != nil && j.PreemptedCount > *n {
-			e.finish(qs, j, quotashare.Failed, quotashare.ReasonPreemptionLimit, fmt.Sprintf("Preempted %d time(s), more than preemptionRetriesBeforeTermination (%d) allows: %s",
+			st.finish(qs, j, quotashare.Failed, quotashare.ReasonPreemptionLimit, fmt.Sprintf("Preempted %d time(s), more than preemptionRetriesBeforeTermination (%d) allows: %s",
 				j.PreemptedCount, *n, a.StopReason), now)
 			return
 		}
 		d := "requeued after preemption: " + a.StopReason
-		e.requeue(qs, j, quotashare.ReasonRequeuedAfterPreemption, d, "RUNNABLE - "+d, now)
+		st.requeue(qs, j, quotashare.ReasonRequeuedAfterPreemption, d, "RUNNABLE - "+d, now)
 	case r.Success:
 		a.StatusReason = r.Reason
 		j.Attempts = append(j.Attempts, *a)
-		e.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason, now)
+		st.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason, now)
 	case r.Capacity:
-		e.refused(qs, j, r, now)
+		st.refused(qs, j, r, now)
 	default:
 		a.StatusReason = r.Reason
 		j.Attempts = append(j.Attempts, *a)
 		if retry, why := shouldRetry(j, r); retry {
-			e.counters.Retries[ShareKey{qs.q.Name, shareLabel(j.Share)}]++
+			st.counters.Retries[ShareKey{qs.q.Name, shareLabel(j.Share)}]++
 			d := fmt.Sprintf("retrying (attempt %d of %d failed: %s)", len(j.Attempts), attemptsAllowed(j), r.Reason)
-			e.requeue(qs, j, quotashare.ReasonRetrying, d, "RUNNABLE - "+d, now)
+			st.requeue(qs, j, quotashare.ReasonRetrying, d, "RUNNABLE - "+d, now)
 		} else {
-			e.finish(qs, j, quotashare.Failed, quotashare.ReasonAttemptFailed, r.Reason+why, now)
+			st.finish(qs, j, quotashare.Failed, quotashare.ReasonAttemptFailed, r.Reason+why, now)
 		}
 	}
 }
@@ -780,17 +780,17 @@ func globMatch(pattern, s string) bool {
 }
 
 // requeue makes a job RUNNABLE again with its reason, RUNNABLE since now.
-func (e *State) requeue(qs *queueState, j *quotashare.Job, code quotashare.ReasonCode, detail, statusReason string, now time.Time) {
+func (st *State) requeue(qs *queueState, j *quotashare.Job, code quotashare.ReasonCode, detail, statusReason string, now time.Time) {
 	if err := qs.sched.Stopped(j.ID, true, now); err != nil {
-		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+		st.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 	}
 	qs.index.untrack(j)
 	j.RunnableSince = now
 	qs.index.track(j)
 	qs.setStatus(j, quotashare.Runnable)
-	e.setReason(j, code, detail, statusReason)
+	st.setReason(j, code, detail, statusReason)
 	qs.fresh = append(qs.fresh, j)
-	e.decide(Decision{Kind: "requeue", Queue: j.Queue, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Code: string(code), Reason: j.StatusReason,
+	st.decide(Decision{Kind: "requeue", Queue: j.Queue, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Code: string(code), Reason: j.StatusReason,
 		Text: fmt.Sprintf("requeue  %s (%s, share %s): %s", j.Name, j.ID, j.Share, j.StatusReason)})
 }
 
@@ -799,28 +799,28 @@ func (e *State) requeue(qs *queueState, j *quotashare.Job, code quotashare.Reaso
 // backoff: a refusal is not retried at once, which would loop Start, refuse and commit as
 // fast as the store allows. The RUNNABLE clock (head of line, jobStateTimeLimitActions)
 // goes on from when the job last became RUNNABLE: it never ran.
-func (e *State) refused(qs *queueState, j *quotashare.Job, r quotashare.Report, now time.Time) {
+func (st *State) refused(qs *queueState, j *quotashare.Job, r quotashare.Report, now time.Time) {
 	j.CapacityRefusals++
-	backoff := e.cfg.CapacityBackoffMax
+	backoff := st.cfg.CapacityBackoffMax
 	if n := j.CapacityRefusals - 1; n < 30 {
-		backoff = min(backoff, e.cfg.CapacityBackoff<<n)
+		backoff = min(backoff, st.cfg.CapacityBackoff<<n)
 	}
 	held := fmt.Sprintf("%s; held for %s", r.Reason, backoff)
-	e.requeue(qs, j, quotashare.ReasonCode(sched.ReasonExecutorCapacity), held, held, j.RunnableSince) // the clock goes on
+	st.requeue(qs, j, quotashare.ReasonCode(sched.ReasonExecutorCapacity), held, held, j.RunnableSince) // the clock goes on
 	j.HeldUntil, j.HeldFor = now.Add(backoff), heldFor(r.Reason)
 	if err := qs.sched.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals); err != nil {
-		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+		st.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 	}
 	if rs, ok := qs.sched.Reason(j.ID); ok {
-		e.setWaiting(j, rs)
+		st.setWaiting(j, rs)
 	}
 }
 
 // releaseHeld ends the holds of every queue (the executor's capacity changed).
-func (e *State) releaseHeld() {
-	for _, qs := range e.queues {
+func (st *State) releaseHeld() {
+	for _, qs := range st.queues {
 		for _, id := range qs.sched.ReleaseHeld() {
-			if j := e.jobs[id]; j != nil {
+			if j := st.jobs[id]; j != nil {
 				j.HeldUntil = time.Time{}
 				qs.fresh = append(qs.fresh, j)
 				qs.dirty = true
@@ -830,52 +830,52 @@ func (e *State) releaseHeld() {
 }
 
 // finish ends a job whose attempt is gone (or that never had one).
-func (e *State) finish(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, code quotashare.ReasonCode, reason string, now time.Time) {
+func (st *State) finish(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, code quotashare.ReasonCode, reason string, now time.Time) {
 	if err := qs.sched.Finished(j.ID); err != nil {
-		e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+		st.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 	}
-	e.done(qs, j, status, code, reason, now)
+	st.done(qs, j, status, code, reason, now)
 }
 
 // done records a job's final state and removes a deleted share once its last job is done.
-func (e *State) done(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, code quotashare.ReasonCode, reason string, now time.Time) {
-	e.counters.Ended[EndKey{qs.q.Name, shareLabel(j.Share), status, code}]++
-	e.decide(Decision{Kind: strings.ToLower(string(status)), Queue: qs.q.Name, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Code: string(code), Reason: reason,
+func (st *State) done(qs *queueState, j *quotashare.Job, status quotashare.JobStatus, code quotashare.ReasonCode, reason string, now time.Time) {
+	st.counters.Ended[EndKey{qs.q.Name, shareLabel(j.Share), status, code}]++
+	st.decide(Decision{Kind: strings.ToLower(string(status)), Queue: qs.q.Name, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Code: string(code), Reason: reason,
 		Text: fmt.Sprintf("%-8s %s (%s, share %s): %s", strings.ToLower(string(status)), j.Name, j.ID, j.Share, reason)})
 	qs.setStatus(j, status)
-	delete(e.reclaimAt, j.ID)
-	reason = e.intern(reason) // kept for the retention: many jobs end for the same reason
-	e.setReason(j, code, reason, reason)
+	delete(st.reclaimAt, j.ID)
+	reason = st.intern(reason) // kept for the retention: many jobs end for the same reason
+	st.setReason(j, code, reason, reason)
 	if n := len(j.Attempts); n > 0 {
-		e.internAttempt(&j.Attempts[n-1])
+		st.internAttempt(&j.Attempts[n-1])
 	}
 	j.StoppedAt = now
-	e.touchJob(j)
-	e.finished.push(j)
+	st.touchJob(j)
+	st.finished.push(j)
 	qs.live[j.Share]--
 	if s := qs.shares[j.Share]; s != nil && s.Deleting && qs.live[j.Share] == 0 {
-		e.dropShare(qs, s)
+		st.dropShare(qs, s)
 	}
 }
 
-func (e *State) dropShare(qs *queueState, s *quotashare.QuotaShare) {
+func (st *State) dropShare(qs *queueState, s *quotashare.QuotaShare) {
 	if err := qs.sched.RemoveShare(s.Name); err != nil {
-		e.cfg.Logf("quotashare: removing share %s: %v", s.Name, err)
+		st.cfg.Logf("quotashare: removing share %s: %v", s.Name, err)
 	}
 	delete(qs.shares, s.Name)
 	delete(qs.live, s.Name)
-	e.touch(kindShare, shareKey(s))
+	st.touch(kindShare, shareKey(s))
 	qs.dirty = true
 }
 
 // timeLimits applies the queues' jobStateTimeLimitActions to RUNNABLE jobs. It scans a
 // queue's jobs, so it runs at most once a tick (the limits are 600 s and more).
-func (e *State) timeLimits(now time.Time) {
-	if now.Sub(e.limitsAt) < e.cfg.Tick {
+func (st *State) timeLimits(now time.Time) {
+	if now.Sub(st.limitsAt) < st.cfg.Tick {
 		return
 	}
-	e.limitsAt = now
-	for _, qs := range e.queues {
+	st.limitsAt = now
+	for _, qs := range st.queues {
 		if len(qs.q.TimeLimitActions) == 0 {
 			continue
 		}
@@ -912,10 +912,10 @@ func (e *State) timeLimits(now time.Time) {
 		for _, d := range ending {
 			j := d.j
 			if err := qs.sched.Remove(j.ID); err != nil {
-				e.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
+				st.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 			}
 			j.IsTerminated = true
-			e.done(qs, j, quotashare.Failed, quotashare.ReasonTimeLimitAction, "Terminated by JobStateTimeLimit action due to reason: "+d.act.Reason, now)
+			st.done(qs, j, quotashare.Failed, quotashare.ReasonTimeLimitAction, "Terminated by JobStateTimeLimit action due to reason: "+d.act.Reason, now)
 			qs.dirty = true
 		}
 	}

@@ -211,19 +211,19 @@ func toStoredJob(j *quotashare.Job) storedJob {
 	return s
 }
 
-func (e *State) fromStoredJob(s storedJob) *quotashare.Job {
-	j := &quotashare.Job{ID: s.ID, Name: s.Name, Queue: e.intern(s.Queue), Share: e.intern(s.Share),
-		Priority: s.Priority, Payload: s.Payload, Need: e.internNeed(fromStoredDemands(s.Need)), Status: quotashare.JobStatus(e.intern(s.Status)),
-		StatusReason: e.intern(s.StatusReason), CreatedAt: s.CreatedAt, StoppedAt: s.StoppedAt, RunnableSince: s.RunnableSince,
+func (st *State) fromStoredJob(s storedJob) *quotashare.Job {
+	j := &quotashare.Job{ID: s.ID, Name: s.Name, Queue: st.intern(s.Queue), Share: st.intern(s.Share),
+		Priority: s.Priority, Payload: s.Payload, Need: st.internNeed(fromStoredDemands(s.Need)), Status: quotashare.JobStatus(st.intern(s.Status)),
+		StatusReason: st.intern(s.StatusReason), CreatedAt: s.CreatedAt, StoppedAt: s.StoppedAt, RunnableSince: s.RunnableSince,
 		IsTerminated: s.IsTerminated, PreemptionRetries: s.PreemptionRetries, TimeoutSeconds: s.TimeoutSeconds, Tags: s.Tags,
 		ClientToken: s.ClientToken, Attempts: convert(s.Attempts, fromStoredAttempt), Preempted: convert(s.Preempted, fromStoredAttempt),
-		PreemptedCount: s.PreemptedCount, Seq: s.Seq, TerminateReason: s.TerminateReason, ReasonCode: quotashare.ReasonCode(e.intern(s.ReasonCode)), ReasonDetail: e.intern(s.ReasonDetail),
-		CapacityRefusals: s.CapacityRefusals, HeldUntil: s.HeldUntil, HeldFor: e.intern(s.HeldFor)}
+		PreemptedCount: s.PreemptedCount, Seq: s.Seq, TerminateReason: s.TerminateReason, ReasonCode: quotashare.ReasonCode(st.intern(s.ReasonCode)), ReasonDetail: st.intern(s.ReasonDetail),
+		CapacityRefusals: s.CapacityRefusals, HeldUntil: s.HeldUntil, HeldFor: st.intern(s.HeldFor)}
 	if s.ClientToken != "" {
 		j.RequestDigest = s.RequestDigest
 	}
 	for i := range j.Attempts {
-		e.internAttempt(&j.Attempts[i])
+		st.internAttempt(&j.Attempts[i])
 	}
 	if s.Retry != nil {
 		j.Retry = &quotashare.RetryStrategy{Attempts: s.Retry.Attempts,
@@ -238,19 +238,19 @@ func (e *State) fromStoredJob(s storedJob) *quotashare.Job {
 
 // encode renders the object at a key in memory as its stored record; an object no longer
 // in memory gives a deletion.
-func (e *State) encode(k recKey) quotashare.Record {
+func (st *State) encode(k recKey) quotashare.Record {
 	var v any
 	switch k.kind {
 	case kindPolicy:
-		if p := e.policies[k.key]; p != nil {
+		if p := st.policies[k.key]; p != nil {
 			v = storedPolicy{Name: p.Name, IdleStrategy: p.IdleStrategy, Tags: p.Tags}
 		}
 	case kindEnv:
-		if x := e.envs[k.key]; x != nil {
+		if x := st.envs[k.key]; x != nil {
 			v = storedEnvironment{Name: x.Name, Disabled: x.Disabled, Limits: toStoredDemands(x.Limits), Tags: x.Tags}
 		}
 	case kindQueue:
-		if qs := e.queues[k.key]; qs != nil {
+		if qs := st.queues[k.key]; qs != nil {
 			q := qs.q
 			v = storedQueue{Name: q.Name, Priority: q.Priority, Disabled: q.Disabled, Policy: q.Policy,
 				Environment: q.Environment, EnvironmentOrder: q.EnvironmentOrder,
@@ -258,13 +258,13 @@ func (e *State) encode(k recKey) quotashare.Record {
 		}
 	case kindShare:
 		q, name, _ := strings.Cut(k.key, "/")
-		if s := e.share(ShareRef{q, name}); s != nil {
+		if s := st.share(ShareRef{q, name}); s != nil {
 			v = storedShare{Name: s.Name, Queue: s.Queue, Limits: toStoredDemands(s.Limits), Strategy: string(s.Strategy),
 				BorrowLimit: s.BorrowLimit, InSharePreemption: s.InSharePreemption, Disabled: s.Disabled, Deleting: s.Deleting, Tags: s.Tags,
 				MinRunTimeSeconds: int64(s.MinRunTime / time.Second), MinRunTimeAgainstReclaim: s.MinRunTimeAgainstReclaim}
 		}
 	case kindJob:
-		if j := e.jobs[k.key]; j != nil {
+		if j := st.jobs[k.key]; j != nil {
 			v = toStoredJob(j)
 		}
 	}
@@ -281,13 +281,13 @@ func (e *State) encode(k recKey) quotashare.Record {
 
 // decode reads one stored record of the given format version into the engine's maps;
 // shares and jobs are returned, to be placed in their queues once every queue is in.
-func (e *State) decode(version int, l Loaded) (*quotashare.QuotaShare, *quotashare.Job, error) {
+func (st *State) decode(version int, l Loaded) (*quotashare.QuotaShare, *quotashare.Job, error) {
 	r := l.Record
 	if version == 0 {
-		return e.decodeV0(r)
+		return st.decodeV0(r)
 	}
 	if r.Kind == kindJob && l.job != nil {
-		return nil, e.fromStoredJob(*l.job), nil
+		return nil, st.fromStoredJob(*l.job), nil
 	}
 	switch r.Kind {
 	case kindPolicy:
@@ -295,13 +295,13 @@ func (e *State) decode(version int, l Loaded) (*quotashare.QuotaShare, *quotasha
 		if err := json.Unmarshal(r.Body, &s); err != nil {
 			return nil, nil, err
 		}
-		e.policies[s.Name] = &quotashare.SchedulingPolicy{Name: s.Name, IdleStrategy: s.IdleStrategy, Tags: s.Tags}
+		st.policies[s.Name] = &quotashare.SchedulingPolicy{Name: s.Name, IdleStrategy: s.IdleStrategy, Tags: s.Tags}
 	case kindEnv:
 		var s storedEnvironment
 		if err := json.Unmarshal(r.Body, &s); err != nil {
 			return nil, nil, err
 		}
-		e.envs[s.Name] = &quotashare.Environment{Name: s.Name, Disabled: s.Disabled, Limits: fromStoredDemands(s.Limits), Tags: s.Tags}
+		st.envs[s.Name] = &quotashare.Environment{Name: s.Name, Disabled: s.Disabled, Limits: fromStoredDemands(s.Limits), Tags: s.Tags}
 	case kindQueue:
 		var s storedQueue
 		if err := json.Unmarshal(r.Body, &s); err != nil {
@@ -309,7 +309,7 @@ func (e *State) decode(version int, l Loaded) (*quotashare.QuotaShare, *quotasha
 		}
 		q := &quotashare.Queue{Name: s.Name, Priority: s.Priority, Disabled: s.Disabled, Policy: s.Policy, Environment: s.Environment,
 			EnvironmentOrder: s.EnvironmentOrder, TimeLimitActions: convert(s.TimeLimitActions, fromStoredTimeLimitAction), Tags: s.Tags}
-		e.queues[q.Name] = newQueueState(q)
+		st.queues[q.Name] = newQueueState(q)
 	case kindShare:
 		var s storedShare
 		if err := json.Unmarshal(r.Body, &s); err != nil {
@@ -324,7 +324,7 @@ func (e *State) decode(version int, l Loaded) (*quotashare.QuotaShare, *quotasha
 		if err := json.Unmarshal(r.Body, &s); err != nil {
 			return nil, nil, err
 		}
-		return nil, e.fromStoredJob(s), nil
+		return nil, st.fromStoredJob(s), nil
 	default:
 		return nil, nil, fmt.Errorf("unknown kind")
 	}
@@ -345,7 +345,7 @@ func nameOf(arn string) string {
 
 // decodeV0 reads a record of the format before version 1: the root types marshalled as
 // they were, keyed and linked by ARN. The links are taken by the names in those ARNs.
-func (e *State) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotashare.Job, error) {
+func (st *State) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotashare.Job, error) {
 	var links v0Links
 	if err := json.Unmarshal(r.Body, &links); err != nil {
 		return nil, nil, err
@@ -356,20 +356,20 @@ func (e *State) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotasha
 		if err := json.Unmarshal(r.Body, p); err != nil {
 			return nil, nil, err
 		}
-		e.policies[p.Name] = p
+		st.policies[p.Name] = p
 	case kindEnv:
 		v := &quotashare.Environment{}
 		if err := json.Unmarshal(r.Body, v); err != nil {
 			return nil, nil, err
 		}
-		e.envs[v.Name] = v
+		st.envs[v.Name] = v
 	case kindQueue:
 		q := &quotashare.Queue{}
 		if err := json.Unmarshal(r.Body, q); err != nil {
 			return nil, nil, err
 		}
 		q.Policy, q.Environment = nameOf(links.PolicyARN), nameOf(links.EnvironmentARN)
-		e.queues[q.Name] = newQueueState(q)
+		st.queues[q.Name] = newQueueState(q)
 	case kindShare:
 		s := &quotashare.QuotaShare{}
 		if err := json.Unmarshal(r.Body, s); err != nil {
@@ -382,7 +382,7 @@ func (e *State) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotasha
 		if err := json.Unmarshal(r.Body, j); err != nil {
 			return nil, nil, err
 		}
-		j.Queue = e.intern(nameOf(links.QueueARN))
+		j.Queue = st.intern(nameOf(links.QueueARN))
 		// Version 0 kept only a RUNNABLE job's code, as WaitCode; the others' follows
 		// from their state, and their detail is their statusReason.
 		var old struct{ WaitCode string }
@@ -402,29 +402,29 @@ func (e *State) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotasha
 // by name, the old keys deleted, and the format record; nil when the store is current. A
 // crash before the commit leaves the old store as it was. Call Upgraded once it is
 // committed.
-func (e *State) Upgrade() []quotashare.Record {
-	if e.version == formatVersion {
+func (st *State) Upgrade() []quotashare.Record {
+	if st.version == formatVersion {
 		return nil
 	}
 	var batch []quotashare.Record
-	for _, k := range e.oldKeys {
+	for _, k := range st.oldKeys {
 		batch = append(batch, quotashare.Record{Kind: k.kind, Key: k.key})
 	}
-	if e.version == 0 {
-		for name := range e.policies {
-			batch = append(batch, e.encode(recKey{kindPolicy, name}))
+	if st.version == 0 {
+		for name := range st.policies {
+			batch = append(batch, st.encode(recKey{kindPolicy, name}))
 		}
-		for name := range e.envs {
-			batch = append(batch, e.encode(recKey{kindEnv, name}))
+		for name := range st.envs {
+			batch = append(batch, st.encode(recKey{kindEnv, name}))
 		}
-		for name, qs := range e.queues {
-			batch = append(batch, e.encode(recKey{kindQueue, name}))
+		for name, qs := range st.queues {
+			batch = append(batch, st.encode(recKey{kindQueue, name}))
 			for _, s := range qs.shares {
-				batch = append(batch, e.encode(recKey{kindShare, shareKey(s)}))
+				batch = append(batch, st.encode(recKey{kindShare, shareKey(s)}))
 			}
 		}
-		for id := range e.jobs {
-			batch = append(batch, e.encode(recKey{kindJob, id}))
+		for id := range st.jobs {
+			batch = append(batch, st.encode(recKey{kindJob, id}))
 		}
 	}
 	f, _ := json.Marshal(storedFormat{Version: formatVersion})
@@ -433,15 +433,15 @@ func (e *State) Upgrade() []quotashare.Record {
 }
 
 // Upgraded records that the batch Upgrade returned is committed.
-func (e *State) Upgraded() {
-	if e.version == 0 {
-		e.cfg.Logf("quotashare: the store was rewritten from format version 0 to %d", formatVersion)
+func (st *State) Upgraded() {
+	if st.version == 0 {
+		st.cfg.Logf("quotashare: the store was rewritten from format version 0 to %d", formatVersion)
 	}
-	e.version, e.oldKeys = formatVersion, nil
+	st.version, st.oldKeys = formatVersion, nil
 }
 
 // FormatVersion is the version of the stored format Load found: -1 for an empty store.
-func (e *State) FormatVersion() int { return e.version }
+func (st *State) FormatVersion() int { return st.version }
 
 // v0Code is the reason code of a job stored by version 0, which kept only a waiting
 // job's.
