@@ -132,7 +132,8 @@ func OpenContext(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Control.NewID == nil {
-		cfg.Control.NewID = newUUID
+		now := cfg.Now
+		cfg.Control.NewID = func() string { return newUUID(now()) }
 	}
 	if cfg.Control.Tick <= 0 {
 		cfg.Control.Tick = time.Second
@@ -190,10 +191,19 @@ func (e *Engine) load() (*control.State, error) {
 	})
 }
 
-func newUUID() string {
+// newUUID makes a job id: a UUID of version 7 (RFC 9562), whose first 48 bits are the
+// time in milliseconds and the rest random. Ids made later sort later, so a batch of new
+// jobs lands at the end of the store's index instead of on a page of its own each: a
+// commit of 90 new jobs into a store of 100,000 costs about an eighth of what it does
+// with random (version 4) ids (internal/sqlite BenchmarkCommitJobs).
+func newUUID(at time.Time) string {
 	var b [16]byte
 	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
+	ms := uint64(at.UnixMilli())
+	for i := range 6 {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	b[6] = b[6]&0x0f | 0x70
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

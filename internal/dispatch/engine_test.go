@@ -198,3 +198,22 @@ func TestStartingReports(t *testing.T) {
 		is(quotashare.Running, "RUNNING - attempt "+id)
 	})
 }
+
+// TestNewUUID: job ids are version-7 UUIDs, in the order of their times.
+func TestNewUUID(t *testing.T) {
+	at := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	var prev string
+	for i := range 1000 {
+		id := newUUID(at.Add(time.Duration(i) * time.Millisecond))
+		if len(id) != 36 || id[14] != '7' || !strings.ContainsRune("89ab", rune(id[19])) {
+			t.Fatalf("%s: not a version-7 UUID", id)
+		}
+		if id <= prev {
+			t.Fatalf("%s made after %s sorts before it", id, prev)
+		}
+		prev = id
+	}
+	if got, want := newUUID(at)[:13], "01a249b9-2480"; got != want {
+		t.Errorf("the time of %v: %s, want %s", at, got, want)
+	}
+}
