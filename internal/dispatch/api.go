@@ -56,7 +56,12 @@ func (e *Engine) Submit(in JobInput) (quotashare.Job, error) {
 	}
 	var out quotashare.Job
 	err = e.run(func(s *control.State) (err error) {
-		out, err = s.Submit(in, checked)
+		if out, err = s.Submit(in, checked); err == nil {
+			if e.parsed == nil {
+				e.parsed = map[string]*quotashare.TrainingRequest{}
+			}
+			e.parsed[out.ID] = checked.Request // for its start in the next cycle, if it starts
+		}
 		return err
 	})
 	return out, err

@@ -92,6 +92,10 @@ type Engine struct {
 	waiters []chan error
 	reports []quotashare.Report
 	extra   []func(quotashare.Executor) // calls of the engine's own after the state's (Settle)
+	// parsed holds the payloads Submit parsed since the last cycle, by job id: a job that
+	// starts in the cycle after its submit takes its request from here, parsed once. The
+	// cycle drops the rest (a waiting job keeps no parsed request; its attempt parses it).
+	parsed map[string]*quotashare.TrainingRequest
 	// broken is why the last commit failed: writes are refused until the state is
 	// reloaded from the store.
 	broken error
@@ -565,14 +569,14 @@ func (e *Engine) cycle(tick bool) bool {
 		e.cfg.Observe.Step(time.Since(began))
 	}
 	batch := e.st.Flush()
-	waiters, acts, extra, waits := e.waiters, e.st.TakeActions(), e.extra, e.st.TakeStartWaits()
+	waiters, acts, extra, waits, parsed := e.waiters, e.st.TakeActions(), e.extra, e.st.TakeStartWaits(), e.parsed
 	if e.st.MoreToSweep() && quiet {
 		// Quiet: the next batch of expired jobs in the next cycle, not a tick later.
 		// Under requests, each of their cycles removes a few, and none runs for the
 		// sweep alone, so the removals never make requests wait long.
 		e.poke()
 	}
-	e.waiters, e.extra = nil, nil
+	e.waiters, e.extra, e.parsed = nil, nil, nil
 	e.mu.Unlock()
 
 	if len(batch) > 0 { // nothing to make durable: no transaction, no fsync
@@ -596,6 +600,9 @@ func (e *Engine) cycle(tick bool) bool {
 	}
 	calls := make([]func(quotashare.Executor), 0, len(acts)+len(extra))
 	for _, a := range acts {
+		if a.Start != nil {
+			a.Start.Request = parsed[a.Start.JobID]
+		}
 		calls = append(calls, e.call(a))
 	}
 	calls = append(calls, extra...)
@@ -610,7 +617,9 @@ func (e *Engine) cycle(tick bool) bool {
 func (e *Engine) call(a control.Action) func(quotashare.Executor) {
 	if spec := a.Start; spec != nil {
 		return func(x quotashare.Executor) {
-			e.parse(spec)
+			if spec.Request == nil {
+				e.parse(spec)
+			}
 			if err := x.Start(*spec); err != nil {
 				e.Report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
 					At: e.cfg.Now(), Kind: quotashare.ExitCannotStart, Reason: "CannotStart: " + err.Error()})
@@ -635,9 +644,11 @@ func (e *Engine) call(a control.Action) func(quotashare.Executor) {
 }
 
 // parse gives an attempt its parsed payload, outside the lock (in actLoop, or before
-// Recover): parsed once per attempt built rather than kept in memory for every waiting
-// job. The payload was checked at submit, so this does not fail; if it ever did, the
-// executor refuses the attempt as CannotStart for want of a request.
+// Recover), when it has none: a job that starts in the cycle after its submit has the
+// request its submit parsed (Engine.parsed); one that waited is parsed again here, rather
+// than every waiting job keeping its parsed request in memory. The payload was checked at
+// submit, so this does not fail; if it ever did, the executor refuses the attempt as
+// CannotStart for want of a request.
 func (e *Engine) parse(spec *quotashare.AttemptSpec) {
 	req, err := trainingjob.Parse(spec.Payload)
 	if err != nil {

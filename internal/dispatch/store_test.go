@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -315,5 +316,47 @@ func TestDeposedMidBatch(t *testing.T) {
 		if starts, _ := x.calls(); len(starts) != 2 {
 			t.Fatalf("%d starts, want 2: the one in flight when deposed, and none after", len(starts))
 		}
+	})
+}
+
+// checking is a recorder that keeps the requests Check saw, by the job's name.
+type checking struct {
+	recorder
+	mu      sync.Mutex
+	checked []*quotashare.TrainingRequest
+}
+
+func (x *checking) Check(r *quotashare.TrainingRequest) error {
+	x.mu.Lock()
+	x.checked = append(x.checked, r)
+	x.mu.Unlock()
+	return nil
+}
+
+// TestParsedOnce: a job that starts in the cycle after its submit is started with the
+// request its submit parsed (and the executor checked); a job that waited is started
+// with one parsed for its attempt.
+func TestParsedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		x := &checking{}
+		e := openMemory(t, storetest.NewMemory(), x)
+		setupQueue(t, e, 1)
+		first := mustOK[quotashare.Job](t)(submit(e, "first"))
+		waiting := mustOK[quotashare.Job](t)(submit(e, "waiting"))
+		synctest.Wait()
+		starts, _ := x.calls()
+		if len(starts) != 1 || starts[0].JobID != first.ID || starts[0].Request == nil || starts[0].Request != x.checked[0] {
+			t.Fatalf("the first start: %+v; want job %s with the request its submit parsed (%p)", starts, first.ID, x.checked[0])
+		}
+		e.Report(quotashare.Report{JobID: first.ID, AttemptID: starts[0].AttemptID, State: quotashare.AttemptExited, At: time.Now(), Success: true, Kind: quotashare.ExitCompleted, Reason: "Completed"})
+		synctest.Wait()
+		starts, _ = x.calls()
+		if len(starts) != 2 || starts[1].JobID != waiting.ID || starts[1].Request == nil || starts[1].Request == x.checked[1] {
+			t.Fatalf("the second start: %+v; want job %s with a request parsed for its attempt", starts, waiting.ID)
+		}
+		if !reflect.DeepEqual(starts[1].Request, x.checked[1]) {
+			t.Errorf("the request parsed again differs: %+v, submit's %+v", starts[1].Request, x.checked[1])
+		}
+		e.Close()
 	})
 }
