@@ -85,7 +85,8 @@ func BenchmarkBurst(b *testing.B) {
 		wg.Wait()
 		// The clients and the server share the process: how much of the two cores the
 		// submits took tells a busy host from a slow server.
-		b.Logf("submits: %v of CPU over %v (%.2f cores)", processCPU()-cpu0, time.Since(began), (processCPU() - cpu0).Seconds()/time.Since(began).Seconds())
+		cpu, took := processCPU()-cpu0, time.Since(began)
+		b.Logf("submits: %v of CPU over %v (%.2f cores)", cpu, took, cpu.Seconds()/took.Seconds())
 		var last time.Time
 		lat := make([]time.Duration, 0, total)
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
