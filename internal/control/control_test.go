@@ -126,10 +126,19 @@ func view(t *testing.T, s *State) string {
 	return b.String()
 }
 
+// recordName names a record by its kind and what it holds: a job's record by the job's
+// id (its key begins with the job's creation time, see jobKey).
+func recordName(r quotashare.Record) string {
+	if r.Kind == kindJob && len(r.Key) > 17 && r.Key[16] == '-' {
+		return r.Key[17:]
+	}
+	return r.Key
+}
+
 func keys(rs []quotashare.Record) []string {
 	var out []string
 	for _, r := range rs {
-		k := r.Kind + " " + r.Key
+		k := r.Kind + " " + recordName(r)
 		if r.Body == nil {
 			k += " (deleted)"
 		}

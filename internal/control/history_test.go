@@ -158,7 +158,7 @@ func TestRetention(t *testing.T) {
 	var deleted []string
 	for _, r := range batch {
 		if r.Kind == kindJob && r.Body == nil {
-			deleted = append(deleted, r.Key)
+			deleted = append(deleted, recordName(r))
 		}
 	}
 	slices.Sort(deleted)
@@ -514,7 +514,7 @@ func TestPredecodeSame(t *testing.T) {
 	step(s, time.Second)
 	n := 0
 	for id := range s.jobs {
-		r := s.encode(recKey{kindJob, id})
+		r := s.encode(recKey{kindJob, s.jobKey(s.jobs[id]), id})
 		n++
 		var want storedJob
 		check(t, json.Unmarshal(r.Body, &want))

@@ -95,6 +95,10 @@ type State struct {
 	// of a version-0 store's resources, which Upgrade replaces.
 	version int
 	oldKeys []recKey
+	// jobKeysSince is when jobs began to be keyed by their creation time (jobKey): the
+	// moment a store of format 1 or 0 was upgraded; zero for a store that began in the
+	// current format.
+	jobKeysSince time.Time
 	// strings interns the strings many jobs repeat (statuses, share names, reasons), so
 	// that a million jobs hold one copy of each; see intern.
 	strings map[string]string
@@ -281,7 +285,9 @@ func (qs *queueState) activeJobs() []*quotashare.Job {
 	return out
 }
 
-type recKey struct{ kind, key string }
+// recKey names a record to write: its kind and key, and for a job its id (a job's key
+// holds its creation time, see jobKey).
+type recKey struct{ kind, key, id string }
 
 // The record kinds.
 const (
@@ -312,11 +318,14 @@ func (st *State) load(load func(fn func(Loaded) error) error) error {
 					return fmt.Errorf("the store is of format version %d, newer than this quotashare knows (%d): upgrade quotashare", f.Version, formatVersion)
 				}
 				version = f.Version
+				if f.JobKeysByTimeSince != nil {
+					st.jobKeysSince = *f.JobKeysByTimeSince
+				}
 				return nil
 			}
 		}
 		if version == 0 && r.Kind != kindJob {
-			st.oldKeys = append(st.oldKeys, recKey{r.Kind, r.Key}) // ARNs, rewritten by upgrade
+			st.oldKeys = append(st.oldKeys, recKey{kind: r.Kind, key: r.Key}) // ARNs, rewritten by upgrade
 		}
 		s, j, err := st.decode(version, l)
 		if err != nil {
@@ -375,6 +384,10 @@ func (st *State) load(load func(fn func(Loaded) error) error) error {
 	}
 	slices.SortStableFunc(finished, func(a, b *quotashare.Job) int { return finishedAt(a).Compare(finishedAt(b)) })
 	st.finished = finishedList{jobs: finished}
+	if st.version == 0 || st.version == 1 {
+		// Their jobs are keyed by id; the jobs created from the upgrade on, by time.
+		st.jobKeysSince = st.lastNow.Add(time.Nanosecond)
+	}
 	for _, qs := range st.queues {
 		var err error
 		if qs.sched, err = st.rebuild(qs); err != nil {
@@ -463,9 +476,22 @@ func (st *State) now() time.Time {
 }
 
 // touch marks an object to be written in the next batch.
-func (st *State) touch(kind, key string) { st.dirty[recKey{kind, key}] = true }
+func (st *State) touch(kind, key string) { st.dirty[recKey{kind: kind, key: key}] = true }
 
-func (st *State) touchJob(j *quotashare.Job) { st.touch(kindJob, j.ID) }
+func (st *State) touchJob(j *quotashare.Job) {
+	st.dirty[recKey{kindJob, st.jobKey(j), j.ID}] = true
+}
+
+// jobKey is a job's key in the store: its creation time in nanoseconds (16 hex digits),
+// '-', and its id, so that new jobs sort after the others and a batch of them lands at
+// the end of the store's index, not on a page of its own each (ids are random); a job
+// created before the store took this format (jobKeysSince) keeps its id as its key.
+func (st *State) jobKey(j *quotashare.Job) string {
+	if j.CreatedAt.Before(st.jobKeysSince) {
+		return j.ID
+	}
+	return fmt.Sprintf("%016x-%s", uint64(j.CreatedAt.UnixNano()), j.ID)
+}
 
 // act queues an executor call for after the next commit.
 func (st *State) act(a Action) { st.actions = append(st.actions, a) }

@@ -24,20 +24,30 @@ import (
 //	environment  service environment name
 //	queue        job queue name
 //	share        job queue name "/" share name
-//	job          job id
-//	_format      "version": {"version": N}, sorted before every other kind
+//	job          the job's creation time in nanoseconds (16 hex digits), "-", its id
+//	             (jobKey); a job stored by version 1 or 0: its id
+//	_format      "version": {"version": N, "jobKeysByTimeSince": T}, sorted before
+//	             every other kind
 //
-// Version 0 (releases before the format was explicit) had no _format record, keyed
-// resources by ARN and held the Go field names of the root types; Open rewrites such a
-// store into the current version in one commit.
+// Version 2 keys jobs by time: ids are random, and new jobs keyed by id would each land
+// on a page of their own in the store's index. A store of version 1 is upgraded by its
+// format record alone: its jobs keep their keys, and T, from when jobs are keyed by time,
+// is after the newest of them. Version 0 (releases before the format was explicit) had
+// no _format record, keyed resources by ARN and held the Go field names of the root
+// types; Open rewrites its resources in the current version in one commit (its jobs keep
+// their keys, as version 1's).
 const (
-	formatVersion = 1
+	formatVersion = 2
 	kindFormat    = "_format"
 	keyFormat     = "version"
 )
 
 type storedFormat struct {
 	Version int `json:"version"`
+	// JobKeysByTimeSince is when jobs began to be keyed by their creation time (format
+	// 2): the jobs created before, in format 1 or 0, are keyed by id. Absent when the
+	// store began in format 2.
+	JobKeysByTimeSince *time.Time `json:"jobKeysByTimeSince,omitempty"`
 }
 
 type storedDemand struct {
@@ -264,7 +274,7 @@ func (st *State) encode(k recKey) quotashare.Record {
 				MinRunTimeSeconds: int64(s.MinRunTime / time.Second), MinRunTimeAgainstReclaim: s.MinRunTimeAgainstReclaim}
 		}
 	case kindJob:
-		if j := st.jobs[k.key]; j != nil {
+		if j := st.jobs[k.id]; j != nil {
 			v = toStoredJob(j)
 		}
 	}
@@ -412,22 +422,26 @@ func (st *State) Upgrade() []quotashare.Record {
 	}
 	if st.version == 0 {
 		for name := range st.policies {
-			batch = append(batch, st.encode(recKey{kindPolicy, name}))
+			batch = append(batch, st.encode(recKey{kind: kindPolicy, key: name}))
 		}
 		for name := range st.envs {
-			batch = append(batch, st.encode(recKey{kindEnv, name}))
+			batch = append(batch, st.encode(recKey{kind: kindEnv, key: name}))
 		}
 		for name, qs := range st.queues {
-			batch = append(batch, st.encode(recKey{kindQueue, name}))
+			batch = append(batch, st.encode(recKey{kind: kindQueue, key: name}))
 			for _, s := range qs.shares {
-				batch = append(batch, st.encode(recKey{kindShare, shareKey(s)}))
+				batch = append(batch, st.encode(recKey{kind: kindShare, key: shareKey(s)}))
 			}
 		}
-		for id := range st.jobs {
-			batch = append(batch, st.encode(recKey{kindJob, id}))
+		for _, j := range st.jobs {
+			batch = append(batch, st.encode(recKey{kindJob, st.jobKey(j), j.ID}))
 		}
 	}
-	f, _ := json.Marshal(storedFormat{Version: formatVersion})
+	format := storedFormat{Version: formatVersion}
+	if !st.jobKeysSince.IsZero() {
+		format.JobKeysByTimeSince = &st.jobKeysSince
+	}
+	f, _ := json.Marshal(format)
 	batch = append(batch, quotashare.Record{Kind: kindFormat, Key: keyFormat, Body: f})
 	return batch
 }

@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/storetest"
@@ -172,7 +174,7 @@ func diffRecords(t *testing.T, got, want []storedRecord) {
 }
 
 // TestStoredFormat pins the stored format: the records this release writes for the
-// fixture state are, byte for byte, the golden ones in testdata/stored-v1.json. A change
+// fixture state are, byte for byte, the golden ones in testdata/stored-v2.json. A change
 // to the stored types fails here; a deliberate one raises formatVersion, teaches decode
 // the old version, and rewrites the fixture with -update.
 func TestStoredFormat(t *testing.T) {
@@ -182,11 +184,11 @@ func TestStoredFormat(t *testing.T) {
 		got := dumpRecords(t, m)
 		if *update {
 			b, _ := json.MarshalIndent(got, "", "  ")
-			if err := os.WriteFile(filepath.Join("testdata", "stored-v1.json"), append(b, '\n'), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join("testdata", "stored-v2.json"), append(b, '\n'), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-		diffRecords(t, got, readFixture(t, "stored-v1.json"))
+		diffRecords(t, got, readFixture(t, "stored-v2.json"))
 	})
 }
 
@@ -242,7 +244,7 @@ func describeAll(t *testing.T, e *Engine) string {
 func TestLoadFormats(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		want := describeAll(t, fixtureState(t, storetest.NewMemory()))
-		for _, name := range []string{"stored-v0.json", "stored-v1.json"} {
+		for _, name := range []string{"stored-v0.json", "stored-v1.json", "stored-v2.json"} {
 			m := loadFixture(t, name)
 			e := openMemory(t, m, &recorder{})
 			want := want
@@ -257,7 +259,7 @@ func TestLoadFormats(t *testing.T) {
 			if name == "stored-v0.json" {
 				// Keys by name, the format record, no ARN left as a key.
 				got := dumpRecords(t, m)
-				if got[0].Kind != "_format" || string(got[0].Body) != `{"version":1}` {
+				if got[0].Kind != "_format" || !strings.HasPrefix(string(got[0].Body), `{"version":2,"jobKeysByTimeSince":`) {
 					t.Errorf("first record after the upgrade: %s %s %s", got[0].Kind, got[0].Key, got[0].Body)
 				}
 				for _, r := range got {
@@ -293,7 +295,7 @@ func TestNewerFormatRefused(t *testing.T) {
 // every link by name, and take new work.
 func TestRegionChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		for _, name := range []string{"stored-v0.json", "stored-v1.json"} {
+		for _, name := range []string{"stored-v0.json", "stored-v1.json", "stored-v2.json"} {
 			m := loadFixture(t, name)
 			e, err := Open(Config{Store: m.Open(), Control: control.Config{Logf: t.Logf}})
 			if err != nil {
@@ -314,5 +316,84 @@ func TestRegionChange(t *testing.T) {
 			}
 			e.Close()
 		}
+	})
+}
+
+// TestJobKeys: a store that began in format 2 keys each job by its creation time, then
+// its id, so that keys sort as the jobs arrived. A store of format 1 upgraded to 2 keeps
+// its jobs under their ids (no job is rewritten by the upgrade), records in its format
+// record from when jobs are keyed by time, and keys the jobs created after by time; a
+// job of either kind is written again under its own key, never under a second one.
+func TestJobKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Job records by id, from their keys.
+		jobKeys := func(m *storetest.Memory) map[string]string {
+			out := map[string]string{}
+			for _, r := range dumpRecords(t, m) {
+				if r.Kind != "job" {
+					continue
+				}
+				var b struct{ ID string }
+				if err := json.Unmarshal(r.Body, &b); err != nil {
+					t.Fatal(err)
+				}
+				if k, ok := out[b.ID]; ok {
+					t.Errorf("job %s is stored twice: under %s and %s", b.ID, k, r.Key)
+				}
+				out[b.ID] = r.Key
+			}
+			return out
+		}
+		timeKeyed := func(id, key string) bool { return len(key) == 17+len(id) && key[16] == '-' && key[17:] == id }
+
+		// Begun in format 2: every job by time, in the order of submission.
+		m := storetest.NewMemory()
+		e := openMemory(t, m, &recorder{})
+		setupQueue(t, e, 1)
+		var keys []string
+		for _, name := range []string{"a", "b", "c"} {
+			j := mustOK[quotashare.Job](t)(submit(e, name))
+			keys = append(keys, jobKeys(m)[j.ID])
+			if !timeKeyed(j.ID, keys[len(keys)-1]) {
+				t.Fatalf("job %s keyed %s", j.ID, keys[len(keys)-1])
+			}
+		}
+		if !slices.IsSorted(keys) {
+			t.Errorf("keys not in the order of submission: %v", keys)
+		}
+		e.Close()
+
+		// Format 1, upgraded.
+		m = loadFixture(t, "stored-v1.json")
+		old := jobKeys(m)
+		e = openMemory(t, m, &recorder{})
+		if got := dumpRecords(t, m)[0]; !strings.HasPrefix(string(got.Body), `{"version":2,"jobKeysByTimeSince":"`) {
+			t.Fatalf("the format record after the upgrade: %s", got.Body)
+		}
+		if diff := cmp.Diff(old, jobKeys(m)); diff != "" {
+			t.Fatalf("the upgrade moved jobs (-before +after):\n%s", diff)
+		}
+		// An old job written again, and a new one.
+		var waiting string
+		for id := range old {
+			if j, _ := e.Job(id); j.Status == quotashare.Runnable {
+				waiting = id
+			}
+		}
+		if waiting == "" {
+			t.Fatal("the fixture has no waiting job")
+		}
+		mustOK[quotashare.Job](t)(e.SetPriority(waiting, 9))
+		added := mustOK[quotashare.Job](t)(submit(e, "after"))
+		e.Close()
+		e = openMemory(t, m, &recorder{})
+		now := jobKeys(m)
+		if now[waiting] != waiting || !timeKeyed(added.ID, now[added.ID]) || len(now) != len(old)+1 {
+			t.Errorf("keys after an update and a submit: %v (the old job %s, the new one %s)", now, waiting, added.ID)
+		}
+		if j, err := e.Job(waiting); err != nil || j.Priority != 9 {
+			t.Errorf("the old job after a restart: %+v %v", j, err)
+		}
+		e.Close()
 	})
 }
