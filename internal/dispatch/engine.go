@@ -194,12 +194,10 @@ func (e *Engine) load() (*control.State, error) {
 	})
 }
 
-// newUUID makes a job id: a random UUID (version 4). Ids that sort by time (version 7)
-// would let a batch of new jobs land at the end of the store's index, a commit of 90 new
-// jobs into a store of 100,000 costing an eighth of what it does now (internal/sqlite
-// BenchmarkCommitJobs); but jobs submitted together would then share the start of their
-// ids, which the command line shows and takes as a job's short name, and which people
-// compare in logs.
+// newUUID makes a job id: a random UUID (version 4), so that the first characters, which
+// the command line shows and takes as a job's short name and people compare in logs,
+// tell jobs apart. The store keys a job by its creation time first (control's jobKey),
+// so new jobs still land at the end of its index.
 func newUUID() string {
 	var b [16]byte
 	rand.Read(b[:])
