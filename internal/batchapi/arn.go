@@ -96,7 +96,7 @@ func jobID(ref string) string {
 }
 
 // resource reads the ARN of a resource that carries tags; ok is false when it names
-// none that this server could hold.
+// none that this server could hold, and r is then the zero Resource.
 func (a ARNs) resource(arn string) (r dispatch.Resource, ok bool) {
 	if _, id, ok := strings.Cut(arn, ":service-job/"); ok && strings.HasPrefix(arn, "arn:") {
 		return dispatch.Resource{Kind: dispatch.JobResource, Name: id}, true

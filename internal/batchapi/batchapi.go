@@ -326,21 +326,20 @@ func (h *Handler) tags(w http.ResponseWriter, r *http.Request) {
 		writeError(w, quotashare.Errorf(quotashare.Invalid, "resourceArn: the path must end in the resource's ARN, percent-encoded"))
 		return
 	}
-	res, ok := h.arns.resource(arn)
-	// notFound names the ARN as given, for a resource this server does not hold.
+	// An ARN of no resource this server could hold reads as the zero Resource, which the
+	// engine finds nowhere: its refusals come in the same order as for any missing one.
+	res, _ := h.arns.resource(arn)
+	// notFound names the ARN as given.
 	notFound := func(err error) error {
-		if !ok || quotashare.KindOf(err) == quotashare.NotFound {
+		if quotashare.KindOf(err) == quotashare.NotFound {
 			return quotashare.Errorf(quotashare.NotFound, "resourceArn: %s names no scheduling policy, service environment, job queue, quota share or service job", arn)
 		}
 		return err
 	}
 	switch r.Method {
 	case http.MethodGet:
-		var tags map[string]string
-		if ok {
-			tags, err = h.e.Tags(res)
-		}
-		if !ok || err != nil {
+		tags, err := h.e.Tags(res)
+		if err != nil {
 			writeError(w, notFound(err))
 			return
 		}
@@ -349,22 +348,10 @@ func (h *Handler) tags(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, tagsIO{Tags: tags})
 	case http.MethodPost:
-		op(func(in *tagsIO) (any, error) {
-			if !ok {
-				return nil, notFound(nil)
-			}
-			if err := h.e.Tag(res, in.Tags); err != nil {
-				return nil, notFound(err)
-			}
-			return empty, nil
-		})(w, r)
+		op(func(in *tagsIO) (any, error) { return empty, notFound(h.e.Tag(res, in.Tags)) })(w, r)
 	case http.MethodDelete:
-		err := notFound(nil)
-		if ok {
-			err = h.e.Untag(res, r.URL.Query()["tagKeys"])
-		}
-		if err != nil {
-			writeError(w, notFound(err))
+		if err := notFound(h.e.Untag(res, r.URL.Query()["tagKeys"])); err != nil {
+			writeError(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, empty)
