@@ -58,6 +58,9 @@ func (a ARNs) name(field, kind, ref string) (string, error) {
 	return ref, nil
 }
 
+// queue reads the jobQueue member: a job queue's name or ARN.
+func (a ARNs) queue(ref string) (string, error) { return a.name("jobQueue", "job-queue", ref) }
+
 // names reads a list of references, as name does.
 func (a ARNs) names(field, kind string, refs []string) ([]string, error) {
 	out := make([]string, 0, len(refs))

@@ -200,7 +200,7 @@ func (h *Handler) createQueue(in *queueIn) (any, error) {
 }
 
 func (h *Handler) updateQueue(in *queueIn) (any, error) {
-	name, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	name, err := h.arns.queue(in.JobQueue)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +254,7 @@ func (h *Handler) describeQueues(in *queuesIn) (any, error) {
 }
 
 func (h *Handler) deleteQueue(in *queueRefIn) (any, error) {
-	name, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	name, err := h.arns.queue(in.JobQueue)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +327,7 @@ func (h *Handler) createShare(in *shareIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sin.Queue, err = h.arns.name("jobQueue", "job-queue", in.JobQueue); err != nil {
+	if sin.Queue, err = h.arns.queue(in.JobQueue); err != nil {
 		return nil, err
 	}
 	if sin.InSharePreemption == nil {
@@ -369,7 +369,7 @@ func (h *Handler) describeShare(in *shareIn) (any, error) {
 }
 
 func (h *Handler) listShares(in *listSharesIn) (any, error) {
-	queue, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	queue, err := h.arns.queue(in.JobQueue)
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +402,7 @@ func (h *Handler) deleteShare(in *shareIn) (any, error) {
 func (h *Handler) submit(in *submitIn) (any, error) {
 	jin := dispatch.JobInput{Name: in.JobName, Queue: in.JobQueue, Type: in.ServiceJobType, Payload: in.ServiceRequestPayload,
 		Share: in.QuotaShareName, ShareIdentifier: in.ShareIdentifier, Priority: intPtr(in.SchedulingPriority), Tags: in.Tags, ClientToken: in.ClientToken}
-	queue, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	queue, err := h.arns.queue(in.JobQueue)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +547,7 @@ func (h *Handler) listJobs(in *listJobsIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	queue, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	queue, err := h.arns.queue(in.JobQueue)
 	if err != nil {
 		return nil, err
 	}
@@ -590,7 +590,7 @@ func (h *Handler) terminateJob(in *jobIDIn) (any, error) {
 }
 
 func (h *Handler) snapshot(in *queueRefIn) (any, error) {
-	queue, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	queue, err := h.arns.queue(in.JobQueue)
 	if err != nil {
 		return nil, err
 	}

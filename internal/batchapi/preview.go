@@ -39,7 +39,7 @@ type previewOut struct {
 }
 
 func (h *Handler) preview(in *previewIn) (any, error) {
-	queue, err := h.arns.name("jobQueue", "job-queue", in.JobQueue)
+	queue, err := h.arns.queue(in.JobQueue)
 	if err != nil {
 		return nil, err
 	}
