@@ -341,9 +341,10 @@ func (st *State) decode(version int, l Loaded) (*quotashare.QuotaShare, *quotash
 	return nil, nil, nil
 }
 
-// v0Links are the links of a version-0 record: ARNs, under the Go field names the root
-// types had then.
-type v0Links struct{ QueueARN, PolicyARN, EnvironmentARN string }
+// v0Fields is what a version-0 record holds that the root types no longer read: its
+// links, ARNs under the Go field names the root types had then, and a RUNNABLE job's
+// code (the only one version 0 kept).
+type v0Fields struct{ QueueARN, PolicyARN, EnvironmentARN, WaitCode string }
 
 // nameOf is the name at the end of an ARN.
 func nameOf(arn string) string {
@@ -356,8 +357,8 @@ func nameOf(arn string) string {
 // decodeV0 reads a record of the format before version 1: the root types marshalled as
 // they were, keyed and linked by ARN. The links are taken by the names in those ARNs.
 func (st *State) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotashare.Job, error) {
-	var links v0Links
-	if err := json.Unmarshal(r.Body, &links); err != nil {
+	var old v0Fields
+	if err := json.Unmarshal(r.Body, &old); err != nil {
 		return nil, nil, err
 	}
 	switch r.Kind {
@@ -378,27 +379,23 @@ func (st *State) decodeV0(r quotashare.Record) (*quotashare.QuotaShare, *quotash
 		if err := json.Unmarshal(r.Body, q); err != nil {
 			return nil, nil, err
 		}
-		q.Policy, q.Environment = nameOf(links.PolicyARN), nameOf(links.EnvironmentARN)
+		q.Policy, q.Environment = nameOf(old.PolicyARN), nameOf(old.EnvironmentARN)
 		st.queues[q.Name] = newQueueState(q)
 	case kindShare:
 		s := &quotashare.QuotaShare{}
 		if err := json.Unmarshal(r.Body, s); err != nil {
 			return nil, nil, err
 		}
-		s.Queue = nameOf(links.QueueARN)
+		s.Queue = nameOf(old.QueueARN)
 		return s, nil, nil
 	case kindJob:
 		j := &quotashare.Job{}
 		if err := json.Unmarshal(r.Body, j); err != nil {
 			return nil, nil, err
 		}
-		j.Queue = st.intern(nameOf(links.QueueARN))
-		// Version 0 kept only a RUNNABLE job's code, as WaitCode; the others' follows
-		// from their state, and their detail is their statusReason.
-		var old struct{ WaitCode string }
-		if err := json.Unmarshal(r.Body, &old); err != nil {
-			return nil, nil, err
-		}
+		j.Queue = st.intern(nameOf(old.QueueARN))
+		// The other jobs' code follows from their state, and their detail is their
+		// statusReason.
 		j.ReasonCode, j.ReasonDetail = v0Code(j, old.WaitCode), j.StatusReason
 		return nil, j, nil
 	default:
