@@ -490,7 +490,13 @@ func (st *State) jobKey(j *quotashare.Job) string {
 	if j.CreatedAt.Before(st.jobKeysSince) {
 		return j.ID
 	}
-	return fmt.Sprintf("%016x-%s", uint64(j.CreatedAt.UnixNano()), j.ID)
+	// Every write of a job makes its key: sixteen hex digits by hand, not fmt's.
+	var b [17]byte
+	b[16] = '-'
+	for i, n := 15, uint64(j.CreatedAt.UnixNano()); i >= 0; i, n = i-1, n>>4 {
+		b[i] = "0123456789abcdef"[n&15]
+	}
+	return string(b[:]) + j.ID
 }
 
 // act queues an executor call for after the next commit.
