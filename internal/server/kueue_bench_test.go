@@ -30,6 +30,11 @@ type timedExecutor struct {
 	timers map[string]*time.Timer
 	starts map[string]time.Time // job id -> first start
 	admits int
+	// Per attempt, its class and start; per class and age (to 100 ms), the attempts
+	// stopped before their end.
+	class map[string]string
+	began map[string]time.Time
+	stops map[string]int
 }
 
 var kueueClasses = map[string]struct {
@@ -53,6 +58,7 @@ func (x *timedExecutor) Start(a quotashare.AttemptSpec) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.admits++
+	x.class[a.AttemptID], x.began[a.AttemptID] = class, time.Now()
 	if _, ok := x.starts[a.JobID]; !ok {
 		x.starts[a.JobID] = time.Now()
 	}
@@ -66,8 +72,12 @@ func (x *timedExecutor) Start(a quotashare.AttemptSpec) error {
 func (x *timedExecutor) Stop(id string) error {
 	x.mu.Lock()
 	t := x.timers[id]
+	stopped := t != nil && t.Stop()
+	if stopped {
+		x.stops[fmt.Sprintf("%s/%v", x.class[id], time.Since(x.began[id]).Round(100*time.Millisecond))]++
+	}
 	x.mu.Unlock()
-	if t != nil && t.Stop() {
+	if stopped {
 		jobID, _, _ := quotashare.ParseAttemptID(id)
 		go x.report(quotashare.Report{JobID: jobID, AttemptID: id, State: quotashare.AttemptExited, Signalled: true, Reason: "stopped"})
 	}
@@ -109,7 +119,8 @@ func BenchmarkKueueShape(b *testing.B) {
 }
 
 func kueueShape(b *testing.B, minRun map[string]any) {
-	x := &timedExecutor{timers: map[string]*time.Timer{}, starts: map[string]time.Time{}}
+	x := &timedExecutor{timers: map[string]*time.Timer{}, starts: map[string]time.Time{},
+		class: map[string]string{}, began: map[string]time.Time{}, stops: map[string]int{}}
 	cfg := Config{Addr: "127.0.0.1:0", Data: b.TempDir(), Logf: func(string, ...any) {}, RetainFinished: -1}
 	if !*kueueLocal {
 		cfg.NewExecutor = func(r func(quotashare.Report)) (quotashare.Executor, error) { x.report = r; return x, nil }
@@ -220,9 +231,15 @@ func kueueShape(b *testing.B, minRun map[string]any) {
 	total := time.Since(began)
 	m := s.Engine().Metrics()
 	var preemptions int64
-	for _, n := range m.Counters.Preemptions {
+	byRule := map[string]int64{}
+	for k, n := range m.Counters.Preemptions {
 		preemptions += n
+		byRule[fmt.Sprint(k.Rule)] += n
 	}
+	b.Logf("preemptions by rule: %v", byRule)
+	x.mu.Lock()
+	b.Logf("attempts stopped, by class/age: %v", x.stops)
+	x.mu.Unlock()
 	var lostGPU float64
 	for _, r := range m.Counters.PreemptedRun {
 		lostGPU += r.GPUSeconds
