@@ -25,6 +25,10 @@ const (
 	ContainSubreaper = "subreaper"
 )
 
+// CgroupRoot is cgroupRoot, for the benchmarks that run supervisors as the executor
+// does.
+func CgroupRoot() (string, error) { return cgroupRoot() }
+
 // cgroupRoot returns the folder under which this process can make a cgroup (v2) per
 // instance: "quotashare" in its own cgroup, on the host's cgroup2 mount. It needs write
 // access there (root, or a cgroup delegated to the server, as systemd's Delegate=yes
