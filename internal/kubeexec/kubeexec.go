@@ -7,8 +7,9 @@
 // deletes the Pods of an attempt for a reason of its own (a failed instance, a timeout)
 // it writes that reason on the Service, and once every Pod exists it marks the Service
 // launched. After a restart, Recover reads these marks: a Pod missing from a launched
-// attempt was deleted by someone else, one missing from an attempt not yet launched was
-// never created, and an attempt being torn down goes on being torn down. Nothing is run
+// attempt was deleted by someone else (asked of the API server, not of the informer,
+// which may lag behind a deposed leader's last requests), one missing from an attempt not
+// yet launched was never created, and an attempt being torn down goes on being torn down. Nothing is run
 // twice, and objects of attempts the server no longer knows are deleted.
 //
 // Status comes from an informer on the executor's Pods: Pending Pods are STARTING (with
@@ -125,7 +126,7 @@ type run struct {
 	spec         quotashare.AttemptSpec
 	hosts, types []string
 	seen         map[string]bool // hosts whose Pod the informer has shown
-	created      map[string]bool // hosts whose Pod this executor created, maybe not shown yet
+	created      map[string]bool // hosts whose Pod the API server holds (this executor created it, or was told it exists), maybe not shown yet
 	launched     bool            // every Pod was created
 	// ending is set once the Pods are being deleted: for a Stop (stopping) or for a
 	// reason of the executor's (failure, with exitCode).

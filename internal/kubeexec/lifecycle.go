@@ -85,9 +85,11 @@ func (x *Executor) launch(r *run, svc *corev1.Service) error {
 		}
 		p.OwnerReferences = []metav1.OwnerReference{owner}
 		_, err := x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).Create(x.ctx, p, metav1.CreateOptions{})
-		if err == nil {
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			// The informer may show it a little later: a Pod that already exists, which
+			// the informer did not show above, is one a deposed leader's last request made.
 			x.mu.Lock()
-			r.created[r.hosts[i]] = true // the informer may show it a little later
+			r.created[r.hosts[i]] = true
 			x.mu.Unlock()
 		}
 		if err != nil && !apierrors.IsAlreadyExists(err) {

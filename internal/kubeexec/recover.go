@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quotashare/quotashare"
@@ -72,6 +73,23 @@ func (x *Executor) adopt(spec quotashare.AttemptSpec, svc *corev1.Service) error
 	pods := x.attemptPods(spec.AttemptID)
 	for h := range pods {
 		r.seen[h] = true
+	}
+	if r.launched {
+		// A Pod of a launched attempt that the informer does not show was deleted, or
+		// the informer lags behind the API server (a deposed leader's last requests landed
+		// after it listed the Pods): the API server says which.
+		for _, h := range r.hosts {
+			if pods[h] != nil {
+				continue
+			}
+			_, err := x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).Get(x.ctx, PodName(spec.AttemptID, h), metav1.GetOptions{})
+			switch {
+			case err == nil:
+				r.created[h] = true
+			case !apierrors.IsNotFound(err):
+				return fmt.Errorf("reading Pod %s: %w", PodName(spec.AttemptID, h), err)
+			}
+		}
 	}
 	x.mu.Lock()
 	if x.runs[spec.AttemptID] != nil {
