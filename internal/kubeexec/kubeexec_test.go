@@ -397,7 +397,15 @@ func TestRecover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	// The finishing attempt ends while no executor watches.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if ps := e.pods(t, finishes.AttemptID); len(ps) == 1 && ps[0].Status.Phase == corev1.PodSucceeded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's Pod did not succeed within 30s", finishes.AttemptID)
+		}
+	}
 
 	e.rec = &recorder{}
 	x2 := e.executor(t, nil)
