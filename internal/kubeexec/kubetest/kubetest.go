@@ -373,12 +373,27 @@ func insecureTLS() *tls.Config { return &tls.Config{InsecureSkipVerify: true} }
 // NodeSelector {PoolLabel: namespace}.
 const PoolLabel = "quotashare.test/pool"
 
+// namespaces counts the namespaces made per test name, so that a test run again in the
+// same process gets a new one.
+var namespaces = struct {
+	sync.Mutex
+	used map[string]int
+}{used: map[string]int{}}
+
 // NewNamespace makes a namespace for one test (named after it), waits for its default
 // service account, and adds the nodes, named namespace-name and labelled PoolLabel =
 // namespace. The nodes are deleted at the end of the test.
 func (c *Cluster) NewNamespace(t testing.TB, nodes ...Node) string {
 	t.Helper()
 	ns := strings.ToLower(strings.NewReplacer("_", "-", "/", "-").Replace(t.Name()))
+	namespaces.Lock()
+	if n := namespaces.used[ns]; n > 0 { // the same test again (go test -count N)
+		namespaces.used[ns]++
+		ns = fmt.Sprintf("%s-%d", ns, n+1)
+	} else {
+		namespaces.used[ns] = 1
+	}
+	namespaces.Unlock()
 	ctx := context.Background()
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
