@@ -46,6 +46,19 @@ type replica struct {
 	exited     chan struct{}
 }
 
+// logReplicas logs what the replicas said of a job, and of their leases, for a failure's
+// diagnosis.
+func logReplicas(t *testing.T, replicas []*replica, job string) {
+	for _, r := range replicas {
+		b, _ := os.ReadFile(r.data + ".log")
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, job) || strings.Contains(line, "lease") || strings.HasPrefix(line, "====") {
+				t.Logf("%s: %s", r.addr, line)
+			}
+		}
+	}
+}
+
 // start runs the replica and returns once it serves: as the leader (its URL on stdout) or
 // as a standby (its word on stderr).
 func (r *replica) start(t *testing.T) {
@@ -349,7 +362,14 @@ func TestReplicasKubernetes(t *testing.T) {
 			}
 		}
 		if len(failed) > 0 {
-			t.Fatalf("%d jobs FAILED: %s", len(failed), strings.Join(failed[:min(5, len(failed))], "; "))
+			t.Errorf("%d jobs FAILED: %s", len(failed), strings.Join(failed[:min(5, len(failed))], "; "))
+			name, _, _ := strings.Cut(failed[0], ":")
+			for i := range total {
+				if fmt.Sprintf("j%04d", i) == name {
+					logReplicas(t, replicas, acked[i])
+				}
+			}
+			t.FailNow()
 		}
 		if counts[types.ServiceJobStatusSucceeded] == total {
 			break
@@ -383,16 +403,8 @@ func TestReplicasKubernetes(t *testing.T) {
 	defer history.mu.Unlock()
 	if len(history.overlap) > 0 {
 		t.Errorf("%d times two attempts of a job had Pods at once: %s", len(history.overlap), strings.Join(history.overlap[:min(5, len(history.overlap))], "; "))
-		// What the replicas said of the first such job, and of their leases.
 		job, _, _ := strings.Cut(strings.TrimPrefix(history.overlap[0], "job "), ":")
-		for _, r := range replicas {
-			b, _ := os.ReadFile(r.data + ".log")
-			for _, line := range strings.Split(string(b), "\n") {
-				if strings.Contains(line, job) || strings.Contains(line, "lease") || strings.HasPrefix(line, "====") {
-					t.Logf("%s: %s", r.addr, line)
-				}
-			}
-		}
+		logReplicas(t, replicas, job)
 	}
 	if history.created < total {
 		t.Errorf("the Pod history holds %d Pods for %d jobs: the watch missed some", history.created, total)
