@@ -15,7 +15,9 @@
 // Status comes from an informer on the executor's Pods: Pending Pods are STARTING (with
 // what they wait for), all Running is RUNNING, all Succeeded is success. A Failed Pod,
 // an image that cannot be pulled, a Pod no node would take for UnschedulableTimeout, and
-// a Pod evicted or deleted by the cluster fail the attempt with a reason saying so.
+// a Pod evicted or deleted by the cluster fail the attempt with a reason saying so. A
+// Pod created but not shown by the informer within UnseenPodCheck is asked of the API
+// server: one created and deleted while the watch was down never shows.
 package kubeexec
 
 import (
@@ -104,6 +106,10 @@ type Config struct {
 	Report func(quotashare.Report)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// UnseenPodCheck is how long a Pod the API server holds may go unshown by the
+	// informer before the API server is asked whether it still exists (default 1
+	// minute): one created and deleted while the informer's watch was down never shows.
+	UnseenPodCheck time.Duration
 }
 
 // Executor runs attempts as Pods.
@@ -140,6 +146,7 @@ type run struct {
 	starting  string // the last STARTING reason reported
 	unsched   time.Time
 	recheck   *time.Timer
+	unseen    *time.Timer // asks the API server of created Pods the informer has not shown
 	timer     *time.Timer
 }
 
@@ -163,6 +170,9 @@ func New(cfg Config) (*Executor, error) {
 	}
 	if cfg.Retain <= 0 {
 		cfg.Retain = 10 * time.Minute
+	}
+	if cfg.UnseenPodCheck <= 0 {
+		cfg.UnseenPodCheck = time.Minute
 	}
 	if errs := validation.IsValidLabelValue(cfg.Server); len(errs) > 0 {
 		return nil, fmt.Errorf("server name %q: %s", cfg.Server, strings.Join(errs, "; "))

@@ -2,10 +2,12 @@ package kubeexec
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -17,14 +19,17 @@ import (
 )
 
 // podGate holds back the Pod events of a watch while it is held: an informer that lags
-// behind the API server, as one does on a loaded control plane.
+// behind the API server, as one does on a loaded control plane. While it drops, the events
+// are lost, as those of a watch that was down. It counts the Pod GETs by name.
 type podGate struct {
-	mu   sync.Mutex
-	open chan struct{} // closed while events flow
+	mu       sync.Mutex
+	open     chan struct{} // closed while events flow
+	dropping bool
+	gets     map[string]int
 }
 
 func newPodGate() *podGate {
-	g := &podGate{open: make(chan struct{})}
+	g := &podGate{open: make(chan struct{}), gets: map[string]int{}}
 	close(g.open)
 	return g
 }
@@ -39,6 +44,24 @@ func (g *podGate) release() {
 	g.mu.Lock()
 	close(g.open)
 	g.mu.Unlock()
+}
+
+func (g *podGate) drop() {
+	g.mu.Lock()
+	g.dropping = true
+	g.mu.Unlock()
+}
+
+func (g *podGate) dropped() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.dropping
+}
+
+func (g *podGate) got(name string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gets[name]
 }
 
 func (g *podGate) opened() <-chan struct{} {
@@ -81,6 +104,9 @@ func (p gatedPods) Watch(ctx context.Context, o metav1.ListOptions) (watch.Inter
 	go func() {
 		defer close(gw.out)
 		for ev := range w.ResultChan() {
+			if p.gate.dropped() {
+				continue
+			}
 			select {
 			case <-p.gate.opened():
 			case <-gw.done:
@@ -94,6 +120,13 @@ func (p gatedPods) Watch(ctx context.Context, o metav1.ListOptions) (watch.Inter
 		}
 	}()
 	return gw, nil
+}
+
+func (p gatedPods) Get(ctx context.Context, name string, o metav1.GetOptions) (*corev1.Pod, error) {
+	p.gate.mu.Lock()
+	p.gate.gets[name]++
+	p.gate.mu.Unlock()
+	return p.PodInterface.Get(ctx, name, o)
 }
 
 type gatedWatch struct {
@@ -192,4 +225,46 @@ func TestAdoptBehindTheInformer(t *testing.T) {
 			t.Errorf("%s: the deposed leader's Pod was not the one that ran: %v", s.AttemptID, ps)
 		}
 	}
+}
+
+// TestPodDeletedUnseen: a Pod created and then deleted while the informer's watch was
+// down never shows; the executor asks the API server of a created Pod the informer has not
+// shown within UnseenPodCheck, fails the attempt whose Pod is gone, and keeps waiting for
+// one whose Pod is there.
+func TestPodDeletedUnseen(t *testing.T) {
+	e := newEnv(t, kubetest.GPUNode("a", "g5.xlarge", 2))
+	gate := newPodGate()
+	x := e.executor(t, func(c *Config) { c.Client = gatedClient{c.Client, gate}; c.UnseenPodCheck = 200 * time.Millisecond })
+	g5 := func(job string) quotashare.AttemptSpec {
+		return spec(job, 1, payload("trainer:1", "ml.g5.xlarge", 1, map[string]string{"KWOK_RUN": "1h"}), 1, "ml.g5.xlarge")
+	}
+	lost, kept := g5("lost"), g5("kept")
+	gate.drop()
+	for _, s := range []quotashare.AttemptSpec{lost, kept} {
+		if err := x.Start(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zero := int64(0)
+	if err := e.c.Client.CoreV1().Pods(e.ns).Delete(ctx, PodName(lost.AttemptID, "algo-1"), metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := e.rec.wait(t, lost.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || !strings.HasPrefix(rep.Reason, "PodDeleted: algo-1's Pod") {
+		t.Errorf("a Pod deleted unseen: %+v", rep)
+	}
+	// The kept attempt's Pod was asked after twice (so it was found and asked again), and
+	// the attempt goes on.
+	for deadline := time.Now().Add(30 * time.Second); gate.got(PodName(kept.AttemptID, "algo-1")) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the kept attempt's Pod was asked after %d times in 30s", gate.got(PodName(kept.AttemptID, "algo-1")))
+		}
+	}
+	if n := e.rec.count(kept.AttemptID, quotashare.AttemptExited); n != 0 {
+		t.Errorf("the kept attempt, whose Pod exists unseen, ended")
+	}
+	x.mu.Lock()
+	if x.runs[kept.AttemptID] == nil {
+		t.Errorf("the kept attempt is not followed")
+	}
+	x.mu.Unlock()
 }

@@ -190,9 +190,14 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 			// Gone once shown, or never shown in a launched attempt this executor did not
 			// just create (adopted after a restart: the informer had synced).
 			if r.seen[h] || r.launched && !r.created[h] {
-				failure = fmt.Sprintf("PodDeleted: %s's Pod %s was deleted by someone other than quotashare", h, PodName(r.spec.AttemptID, h))
-			} else if waiting == "" {
-				waiting = "creating the Pods"
+				failure = podDeleted(r, h)
+			} else {
+				if waiting == "" {
+					waiting = "creating the Pods"
+				}
+				if r.created[h] && r.unseen == nil {
+					r.unseen = time.AfterFunc(x.cfg.UnseenPodCheck, func() { x.checkUnseen(r) })
+				}
 			}
 		case p.DeletionTimestamp != nil:
 			failure = fmt.Sprintf("Evicted: %s's Pod %s is being deleted by the cluster%s", h, p.Name, disruption(p))
@@ -254,6 +259,52 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 		}
 	}
 	return nil
+}
+
+func podDeleted(r *run, host string) string {
+	return fmt.Sprintf("PodDeleted: %s's Pod %s was deleted by someone other than quotashare", host, PodName(r.spec.AttemptID, host))
+}
+
+// checkUnseen asks the API server of the attempt's Pods that it holds (created) but the
+// informer has not shown: one it no longer holds was deleted while the informer's watch
+// was down (a relist does not show a Pod created and deleted meanwhile), and fails the
+// attempt; while the informer only lags, sync asks again later.
+func (x *Executor) checkUnseen(r *run) {
+	x.mu.Lock()
+	r.unseen = nil
+	var hosts []string
+	if x.runs[r.spec.AttemptID] == r && !r.ending {
+		for _, h := range r.hosts {
+			if r.created[h] && !r.seen[h] {
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	x.mu.Unlock()
+	if len(hosts) == 0 {
+		return // all shown by now, or over
+	}
+	var gone []string
+	for _, h := range hosts {
+		_, err := x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).Get(x.ctx, PodName(r.spec.AttemptID, h), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			gone = append(gone, h)
+		}
+	}
+	x.mu.Lock()
+	var reps []quotashare.Report
+	failed := false
+	for _, h := range gone {
+		if x.runs[r.spec.AttemptID] == r && !r.ending && !r.seen[h] {
+			reps, failed = x.failLocked(r, podDeleted(r, h), nil, false), true
+			break
+		}
+	}
+	if !failed {
+		reps = x.sync(r) // those still unshown are asked after again later
+	}
+	x.mu.Unlock()
+	x.send(reps)
 }
 
 // fail ends the attempt for a reason of the executor's.
@@ -338,6 +389,9 @@ func (x *Executor) end(r *run) quotashare.Report {
 	}
 	if r.recheck != nil {
 		r.recheck.Stop()
+	}
+	if r.unseen != nil {
+		r.unseen.Stop()
 	}
 	rep := quotashare.Report{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptExited, Signalled: r.signalled, ExitCode: r.exitCode}
 	switch {
