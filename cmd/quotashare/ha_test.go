@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -364,10 +365,8 @@ func TestReplicasKubernetes(t *testing.T) {
 		if len(failed) > 0 {
 			t.Errorf("%d jobs FAILED: %s", len(failed), strings.Join(failed[:min(5, len(failed))], "; "))
 			name, _, _ := strings.Cut(failed[0], ":")
-			for i := range total {
-				if fmt.Sprintf("j%04d", i) == name {
-					logReplicas(t, replicas, acked[i])
-				}
+			if i, err := strconv.Atoi(strings.TrimPrefix(name, "j")); err == nil {
+				logReplicas(t, replicas, acked[i])
 			}
 			t.FailNow()
 		}

@@ -8,9 +8,10 @@
 // it writes that reason on the Service, and once every Pod exists it marks the Service
 // launched. After a restart, Recover reads these marks: a Pod missing from a launched
 // attempt was deleted by someone else (asked of the API server, not of the informer,
-// which may lag behind a deposed leader's last requests), one missing from an attempt not
-// yet launched was never created, and an attempt being torn down goes on being torn down. Nothing is run
-// twice, and objects of attempts the server no longer knows are deleted.
+// which may lag behind a deposed leader's last requests), one missing from an attempt
+// not yet launched was never created, and an attempt being torn down goes on being torn
+// down. Nothing is run twice, and objects of attempts the server no longer knows are
+// deleted.
 //
 // Status comes from an informer on the executor's Pods: Pending Pods are STARTING (with
 // what they wait for), all Running is RUNNING, all Succeeded is success. A Failed Pod,

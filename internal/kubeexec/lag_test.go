@@ -2,6 +2,7 @@ package kubeexec
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -204,8 +205,9 @@ func TestAdoptBehindTheInformer(t *testing.T) {
 	for _, s := range []quotashare.AttemptSpec{half, launched} {
 		if n := e.rec.count(s.AttemptID, quotashare.AttemptExited); n != 0 {
 			e.rec.mu.Lock()
-			t.Fatalf("%s ended while the informer lagged: %+v", s.AttemptID, e.rec.reps)
+			all := fmt.Sprintf("%+v", e.rec.reps)
 			e.rec.mu.Unlock()
+			t.Fatalf("%s ended while the informer lagged: %s", s.AttemptID, all)
 		}
 	}
 	svc, err := e.c.Client.CoreV1().Services(e.ns).Get(ctx, ServiceName(half.AttemptID), metav1.GetOptions{})

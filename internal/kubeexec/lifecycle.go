@@ -187,8 +187,8 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 		p := pods[h]
 		switch {
 		case p == nil:
-			// Gone once shown, or never shown in a launched attempt this executor did not
-			// just create (adopted after a restart: the informer had synced).
+			// Gone once shown, or never shown in a launched attempt whose Pod the API server
+			// was not known to hold (adopted after a restart: adopt asked it).
 			if r.seen[h] || r.launched && !r.created[h] {
 				failure = podDeleted(r, h)
 			} else {
@@ -261,6 +261,15 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 	return nil
 }
 
+// podHeld asks the API server, not the informer, whether it holds the host's Pod.
+func (x *Executor) podHeld(attemptID, host string) (bool, error) {
+	_, err := x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).Get(x.ctx, PodName(attemptID, host), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 func podDeleted(r *run, host string) string {
 	return fmt.Sprintf("PodDeleted: %s's Pod %s was deleted by someone other than quotashare", host, PodName(r.spec.AttemptID, host))
 }
@@ -286,8 +295,7 @@ func (x *Executor) checkUnseen(r *run) {
 	}
 	var gone []string
 	for _, h := range hosts {
-		_, err := x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).Get(x.ctx, PodName(r.spec.AttemptID, h), metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		if held, err := x.podHeld(r.spec.AttemptID, h); err == nil && !held {
 			gone = append(gone, h)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quotashare/quotashare"
@@ -82,13 +81,11 @@ func (x *Executor) adopt(spec quotashare.AttemptSpec, svc *corev1.Service) error
 			if pods[h] != nil {
 				continue
 			}
-			_, err := x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).Get(x.ctx, PodName(spec.AttemptID, h), metav1.GetOptions{})
-			switch {
-			case err == nil:
-				r.created[h] = true
-			case !apierrors.IsNotFound(err):
+			held, err := x.podHeld(spec.AttemptID, h)
+			if err != nil {
 				return fmt.Errorf("reading Pod %s: %w", PodName(spec.AttemptID, h), err)
 			}
+			r.created[h] = held
 		}
 	}
 	x.mu.Lock()
