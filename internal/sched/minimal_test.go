@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/sched"
+	"github.com/quotashare/quotashare/internal/schedtest" // only to count cases for test/soak.sh
 )
 
 // The minimality oracle (SPEC invariant 7, issue "fewest victims"). It builds small random
@@ -495,6 +496,16 @@ func (w *oWorld) core(t *rapid.T) *sched.Scheduler {
 	return s
 }
 
+// inputs is how many events core feeds a scheduler: the capacity, the shares, the
+// running attempts and the waiting job.
+func (w *oWorld) inputs() int {
+	n := 1 + len(w.shares) + len(w.actives)
+	if w.job != nil {
+		n++
+	}
+	return n
+}
+
 func (w *oWorld) byID(id string) *oJob {
 	for _, a := range w.actives {
 		if a.id == id {
@@ -540,6 +551,8 @@ func TestVictimsMinimal(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		w := genOWorld(rt, false)
 		s := w.core(rt)
+		events := w.inputs() + 1
+		defer func() { schedtest.CountCase("TestVictimsMinimal", events) }()
 		plan := s.Plan(time.Unix(300, 0))
 		started := slices.ContainsFunc(plan.Starts, func(st sched.Start) bool { return st.JobID == w.job.id })
 		var victims []*oJob
@@ -610,6 +623,7 @@ func TestVictimsMinimal(t *testing.T) {
 			}
 		}
 		next := s.Plan(time.Unix(302, 0))
+		events += len(victims) + 1
 		if !slices.ContainsFunc(next.Starts, func(st sched.Start) bool { return st.JobID == w.job.id }) {
 			rt.Fatalf("the victims %s stopped, yet the next pass did not start the job: %+v\n%s", ids(victims), next, w)
 		}
@@ -633,6 +647,7 @@ func TestShrinkVictimsMinimal(t *testing.T) {
 		w := genOWorld(rt, true)
 		s := w.core(rt)
 		plan := s.Plan(time.Unix(300, 0))
+		schedtest.CountCase("TestShrinkVictimsMinimal", w.inputs()+1)
 		byType := map[string][]*oJob{}
 		for _, p := range plan.Preemptions {
 			if p.Rule != sched.RuleEnvironmentShrunk || len(p.Shortfall) != 1 {

@@ -86,6 +86,7 @@ type pass struct {
 	avail    []int // capacity free for ordinary starts: free minus what earmarks reserve
 	plan     Plan
 	examined []*job
+	blocked  []*job   // jobs phase 1 left waiting behind their share's earmarked borrowers
 	buf      [][]*job // per share: the jobs after the one last visited, read ahead from the queue
 	version  int      // counts decisions; eligibility is rechecked only after one
 	wake     int64    // Plan.WakeAt in Unix ns, 0 for none
@@ -105,13 +106,13 @@ func (s *Scheduler) Plan(now time.Time) Plan {
 	p.earmarked()
 	for _, sh := range s.order {
 		sh.heldBy = nil
-		sh.heldForBorrower = false
+		sh.guards = sh.guards[:0]
+		sh.rescan = false
 	}
+	// Phase 1 for every share, then the earmarked borrowers: no job borrows in a pass
+	// before every share's own claims (starts and reclaims within its limit) are decided.
 	p.scan(p.ownEligible, p.visitOwn)
-	if p.earmarkedBorrowers() {
-		// The shares that held back for them get phase 1 for the jobs behind.
-		p.scan(func(sh *share) bool { return sh.heldForBorrower && p.ownEligible(sh) }, p.visitOwn)
-	}
+	p.startGuards(p.settleGuards())
 	p.scan(p.borrowEligible, p.visitBorrow)
 	p.scan(p.inShareEligible, p.visitInShare)
 	for _, j := range p.examined {
@@ -144,7 +145,7 @@ func (p *pass) mark(j *job) {
 // earmarked starts the jobs that capacity was being freed for, in the order the capacity
 // was earmarked, and reserves for the others what their victims will not free. A job that
 // must borrow to start (an in-share preemption made room within its borrowing room) is
-// started only after phase 1, behind the lenders' own jobs (earmarkedBorrowers).
+// started only after phase 1, behind every share's own jobs (settleGuards).
 func (p *pass) earmarked() {
 	s := p.s
 	for _, em := range slices.Clone(s.earmarks) {
@@ -167,30 +168,126 @@ func (p *pass) earmarked() {
 	}
 }
 
-// earmarkedBorrowers starts, after phase 1, the earmarked jobs that could borrow before
-// it and still can. One that no longer can (a lender's own jobs took the capacity back)
-// keeps waiting for its victims, or waits as usual if they are gone. It reports whether
-// there were any, so that the shares that held back for them get phase 1 again.
-func (p *pass) earmarkedBorrowers() bool {
+// settleGuards decides, once phase 1 has run, which earmarked jobs about to borrow start:
+// in the order their capacity was earmarked, each that can still borrow once those before
+// it have started. One that no longer can (the lenders' own jobs took the capacity back)
+// keeps waiting for its victims, or waits as usual if they are gone, and the jobs of its
+// share that waited behind it get phase 1 again. That happens before any of them starts,
+// so every reclaim of the pass is decided while nothing has borrowed yet: a borrower never
+// takes capacity that an owner's job of the same pass then reclaims from a running one
+// (SPEC section 3, rule 2 before rule 3). It returns the earmarks that start.
+func (p *pass) settleGuards() []*earmark {
 	s := p.s
-	any := false
-	for _, em := range slices.Clone(s.earmarks) {
-		if !em.borrowReady {
-			continue
+	for {
+		var ready, failed []*earmark
+		var tried []*job
+		for _, em := range s.earmarks {
+			if !em.borrowReady {
+				continue
+			}
+			if s.canBorrow(em.job, p.avail) {
+				p.assume(em.job, 1)
+				tried = append(tried, em.job)
+				ready = append(ready, em)
+			} else {
+				failed = append(failed, em)
+			}
 		}
-		em.borrowReady = false
-		any = true
-		j := em.job
-		if s.canBorrow(j, p.avail) {
-			s.dropEarmark(em)
-			p.start(j)
-		} else if len(em.victims) == 0 {
-			s.dropEarmark(em)
-		} else {
-			p.reserve(j, em.victims)
+		for _, j := range slices.Backward(tried) {
+			p.assume(j, -1)
+		}
+		if len(failed) == 0 {
+			return ready
+		}
+		for _, em := range failed {
+			em.borrowReady = false
+			j := em.job
+			j.sh.guards = slices.DeleteFunc(j.sh.guards, func(g *job) bool { return g == j })
+			j.sh.rescan = true
+			if len(em.victims) == 0 {
+				s.dropEarmark(em)
+			} else {
+				p.reserve(j, em.victims)
+			}
+		}
+		p.version++
+		p.blocked = slices.DeleteFunc(p.blocked, func(j *job) bool { return j.sh.rescan }) // visited again
+		p.scan(func(sh *share) bool { return sh.rescan && p.ownEligible(sh) }, p.visitOwn)
+		for _, sh := range s.order {
+			sh.rescan = false
 		}
 	}
-	return any
+}
+
+// startGuards starts the earmarked borrowers settleGuards kept, then gives the jobs that
+// waited behind them a start within their share's own limit where the capacity allows
+// (not a reclaim: borrowers have started in this pass), unless their share holds back for
+// its overdue head.
+func (p *pass) startGuards(ready []*earmark) {
+	s := p.s
+	if len(ready) == 0 {
+		return
+	}
+	for _, em := range ready {
+		em.borrowReady = false
+		s.dropEarmark(em)
+		p.start(em.job)
+	}
+	for _, sh := range s.order {
+		sh.guards = sh.guards[:0]
+	}
+	for _, j := range p.blocked {
+		if j.sh.heldBy == nil && j.state == queued && j.earmark == nil && j.waitAge == nil && !s.heldAt(j, p.now) &&
+			s.fitsOwn(j) && len(p.ownShortfall(j)) == 0 {
+			p.start(j)
+		}
+	}
+}
+
+// assume applies (dir 1) or takes back (dir -1) j's start on the pass's figures that the
+// start rules read, without deciding it: for asking whether jobs after it could start.
+func (p *pass) assume(j *job, dir int) {
+	for _, nd := range j.need {
+		j.sh.used[nd.t] += dir * nd.n
+		p.avail[nd.t] -= dir * nd.n
+		if j.earmark != nil {
+			j.sh.promised[nd.t] -= dir * nd.n
+		}
+	}
+}
+
+// keepsGuards reports whether j, a job of a share with earmarked borrowers ahead of it in
+// the share's order, can start and leave every one of them able to borrow.
+func (p *pass) keepsGuards(j *job, guards []*job) bool {
+	s := p.s
+	p.assume(j, 1)
+	ok := true
+	n := 0
+	for _, g := range guards {
+		if !s.canBorrow(g, p.avail) {
+			ok = false
+			break
+		}
+		p.assume(g, 1)
+		n++
+	}
+	for _, g := range slices.Backward(guards[:n]) {
+		p.assume(g, -1)
+	}
+	p.assume(j, -1)
+	return ok
+}
+
+// guardsAhead returns the earmarked borrowers met in this pass that come before j in its
+// share's order.
+func (p *pass) guardsAhead(j *job) []*job {
+	var out []*job
+	for _, g := range j.sh.guards {
+		if queueOrder(g, j) < 0 {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // reserve holds back from avail, for waiting job j, what its stopping victims will not free.
@@ -418,15 +515,25 @@ func (p *pass) visitOwn(j *job) bool {
 		return true // already waiting for attempts to come of age (phase 1 runs again after earmarked borrowers)
 	}
 	if j.earmark != nil {
-		// Lower-priority jobs of the share behind one about to borrow the room its
-		// preemption made wait for it; they must not take that room in phase 1.
-		if j.earmark.borrowReady {
-			j.sh.heldForBorrower = true
-			return false
+		// The share's jobs behind one about to borrow the room its preemption made must
+		// not take that room: they start only where it can still start after them.
+		if j.earmark.borrowReady && !slices.Contains(j.sh.guards, j) {
+			j.sh.guards = append(j.sh.guards, j)
 		}
 		return true
 	}
 	if s.neverFits(j) {
+		return true
+	}
+	if guards := p.guardsAhead(j); len(guards) > 0 {
+		// Nothing but a start that leaves them able to start: a reclaim or an in-share
+		// preemption would hold capacity for this job before they have theirs. If one of
+		// them cannot start after all, the job gets phase 1 again (settleGuards).
+		if s.fitsOwn(j) && len(p.ownShortfall(j)) == 0 && p.keepsGuards(j, guards) {
+			p.start(j)
+		} else {
+			p.blocked = append(p.blocked, j)
+		}
 		return true
 	}
 	if !s.fitsOwn(j) {

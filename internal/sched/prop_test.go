@@ -154,7 +154,7 @@ func (w *world) plan() {
 	}
 }
 
-func runProperty(t *rapid.T, cfg sched.Config) {
+func runProperty(t *rapid.T, name string, cfg sched.Config) {
 	w := &world{t: t, ledger: schedtest.NewLedger(),
 		cores: []sim.Core{sched.New(cfg), sched.New(cfg), schedtest.NewReference(cfg)}}
 	w.ledger.MayHold = cfg.HeadOfLineTimeout > 0 || cfg.BackfillDepth > 0
@@ -255,21 +255,24 @@ func runProperty(t *rapid.T, cfg sched.Config) {
 		}
 	}
 	w.plan()
+	schedtest.CountCase(name, len(w.log))
 }
 
 // TestInvariants checks SPEC.md section 5's invariants, determinism, and agreement with the
 // reference scheduler over random configurations and event sequences.
 func TestInvariants(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) { runProperty(t, sched.Config{}) })
+	rapid.Check(t, func(t *rapid.T) { runProperty(t, "TestInvariants", sched.Config{}) })
 }
 
 // TestInvariantsHeadOfLine repeats it with a head-of-line timeout, so shares hold back.
 func TestInvariantsHeadOfLine(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) { runProperty(t, sched.Config{HeadOfLineTimeout: 5 * time.Second}) })
+	rapid.Check(t, func(t *rapid.T) {
+		runProperty(t, "TestInvariantsHeadOfLine", sched.Config{HeadOfLineTimeout: 5 * time.Second})
+	})
 }
 
 // TestInvariantsShallowBackfill repeats it with a backfill depth of 2, so the pass looks
 // at few jobs per share.
 func TestInvariantsShallowBackfill(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) { runProperty(t, sched.Config{BackfillDepth: 2}) })
+	rapid.Check(t, func(t *rapid.T) { runProperty(t, "TestInvariantsShallowBackfill", sched.Config{BackfillDepth: 2}) })
 }

@@ -51,6 +51,9 @@ func fifoKeyOrder(a, b fifoKey) int {
 // order within a priority).
 func fifoOrder(a, b *job) int { return fifoKeyOrder(fifoKeyOf(a), fifoKeyOf(b)) }
 
+// queueOrder is a share's order: priority high first, then fifoOrder.
+func queueOrder(a, b *job) int { return cmp.Or(cmp.Compare(b.prio, a.prio), fifoOrder(a, b)) }
+
 // find returns the index of priority prio's bucket, or where it would go, and whether it
 // is there.
 func (q *queue) find(prio int) (int, bool) {

@@ -187,7 +187,17 @@ func (s *Scheduler) classify(j *job) Reason {
 		if em.rule == RuleInShare {
 			code = ReasonWaitingForPreemption
 		}
-		r := s.reason(j, code, j.need[0])
+		nd := j.need[0] // the first type the victims free, which the text names
+	found:
+		for _, n := range j.need {
+			for _, v := range em.victims {
+				if v.holds(n.t) > 0 {
+					nd = n
+					break found
+				}
+			}
+		}
+		r := s.reason(j, code, nd)
 		r.Other, r.Count = jobNames(em.victims), len(em.victims)
 		return r
 	}

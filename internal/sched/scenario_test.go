@@ -22,7 +22,8 @@ var errorLines = regexp.MustCompile(`(?m)^  error: .*$`)
 var update = flag.Bool("update", false, "rewrite the golden files of the scenario tests")
 
 // TestScenarios runs every testdata/scenarios/*.txt script, and the README's example, on
-// the scheduler and compares the transcript with its testdata/scenarios/NAME.golden file.
+// the scheduler, checks SPEC's invariants on every plan (schedtest.Ledger) and compares the
+// transcript with its testdata/scenarios/NAME.golden file.
 // The reference scheduler must produce the same transcript. Run with -update to rewrite
 // the golden files, then read the diff.
 func TestScenarios(t *testing.T) {
@@ -43,9 +44,13 @@ func TestScenarios(t *testing.T) {
 			if name == "head_of_line" {
 				cfg.HeadOfLineTimeout = time.Minute
 			}
-			got, err := sim.Run(sched.New(cfg), string(script))
+			checked := schedtest.NewChecked(sched.New(cfg), cfg.HeadOfLineTimeout > 0)
+			got, err := sim.Run(checked, string(script))
 			if err != nil {
 				t.Fatalf("%v\n%s", err, got)
+			}
+			for _, err := range checked.Errs {
+				t.Errorf("SPEC invariant: %v", err)
 			}
 			golden := filepath.Join("testdata/scenarios", name+".golden")
 			if *update {

@@ -163,7 +163,8 @@ type earmark struct {
 	victims []*job // still stopping
 	rule    Rule
 	dead    bool
-	// borrowReady: the job can start by borrowing; it starts after phase 1 of this pass.
+	// borrowReady: the job can start by borrowing; it starts after phase 1 of this pass,
+	// once every share's own claims are settled (pass.settleGuards).
 	borrowReady bool
 }
 
@@ -178,9 +179,12 @@ type share struct {
 	actives  []*ordered.Treap[victimKey, *job] // per type: active (not stopping) attempts holding it, victim order
 	all      *ordered.Treap[victimKey, *job]   // all active attempts, victim order
 	heldBy   *job                              // overdue head the share held back for in the last pass
-	// heldForBorrower: phase 1 of this pass stopped at an earmarked job about to borrow.
-	heldForBorrower bool
-	holding         int // attempts holding capacity, stopping ones included
+	// guards are the share's earmarked jobs about to borrow (borrowReady) that phase 1 of
+	// this pass has met: the share's jobs behind them take nothing that would keep them
+	// from starting. rescan asks for phase 1 again after one of them could not start.
+	guards  []*job
+	rescan  bool
+	holding int // attempts holding capacity, stopping ones included
 }
 
 // Scheduler is the scheduling core for one job queue. It is not safe for concurrent use.

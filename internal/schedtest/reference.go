@@ -74,7 +74,7 @@ type refEarmark struct {
 	job     *refJob
 	victims []*refJob
 	rule    sched.Rule
-	// borrowReady: can start by borrowing; started after phase 1.
+	// borrowReady: can start by borrowing; started after phase 1 of every share.
 	borrowReady bool
 }
 
@@ -275,7 +275,7 @@ func (r *Reference) maxOf(share, t string) int {
 func (r *Reference) promised(share, t string) int {
 	n := 0
 	for _, em := range r.earmarks {
-		if em.job.share == share {
+		if em.job.share == share && em.job.state != "active" { // active: assumed started
 			n += holds(em.job, t)
 		}
 	}

@@ -2,6 +2,7 @@ package schedtest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -16,7 +17,8 @@ type refPass struct {
 	avail    map[string]int
 	plan     sched.Plan
 	examined []*refJob
-	held     map[string]bool // shares whose phase 1 stopped at a job about to borrow
+	guards   map[string][]*refJob // per share: the earmarked borrowers phase 1 met
+	blocked  []*refJob            // jobs phase 1 left waiting behind them
 	wake     int64
 }
 
@@ -50,26 +52,64 @@ func (r *Reference) Plan(now time.Time) sched.Plan {
 		p.reserve(j, em.victims)
 	}
 	r.heldBy = map[string]string{}
-	p.held = map[string]bool{}
+	p.guards = map[string][]*refJob{}
 	p.scan(p.ownEligible, p.visitOwn)
-	anyReady := false
-	for _, em := range slices.Clone(r.earmarks) {
-		if !em.borrowReady {
-			continue
+	// The earmarked borrowers, once every share's own claims are decided: in earmark
+	// order, each that can borrow after those before it. Those that cannot wait for their
+	// victims (or as usual), and their shares get phase 1 again, before any of them starts.
+	for {
+		var ready, failed []*refEarmark
+		saved := maps.Clone(p.avail)
+		for _, em := range r.earmarks {
+			if !em.borrowReady {
+				continue
+			}
+			if r.canBorrow(em.job, p.avail) {
+				em.job.state = "active" // assumed, for those after it
+				for _, d := range em.job.need {
+					p.avail[d.InstanceType] -= d.Count
+				}
+				ready = append(ready, em)
+			} else {
+				failed = append(failed, em)
+			}
 		}
-		em.borrowReady, anyReady = false, true
-		switch j := em.job; {
-		case r.canBorrow(j, p.avail):
-			r.drop(em)
-			p.start(j)
-		case len(em.victims) == 0:
-			r.drop(em)
-		default:
-			p.reserve(j, em.victims)
+		for _, em := range ready {
+			em.job.state = "queued"
 		}
+		p.avail = saved
+		if len(failed) == 0 {
+			for _, em := range ready {
+				em.borrowReady = false
+				r.drop(em)
+				p.start(em.job)
+			}
+			if len(ready) == 0 {
+				p.blocked = nil
+			}
+			break
+		}
+		rescan := map[string]bool{}
+		for _, em := range failed {
+			em.borrowReady = false
+			j := em.job
+			p.guards[j.share] = slices.DeleteFunc(p.guards[j.share], func(g *refJob) bool { return g == j })
+			rescan[j.share] = true
+			if len(em.victims) == 0 {
+				r.drop(em)
+			} else {
+				p.reserve(j, em.victims)
+			}
+		}
+		p.blocked = slices.DeleteFunc(p.blocked, func(j *refJob) bool { return rescan[j.share] })
+		p.scan(func(name string) bool { return rescan[name] && p.ownEligible(name) }, p.visitOwn)
 	}
-	if anyReady {
-		p.scan(func(name string) bool { return p.held[name] && p.ownEligible(name) }, p.visitOwn)
+	p.guards = map[string][]*refJob{}
+	for _, j := range p.blocked { // a start within the share's limit, not a reclaim
+		if r.heldBy[j.share] == "" && j.state == "queued" && j.earmark == nil && j.ageWait == nil &&
+			r.fitsOwn(j) && len(r.ownShort(j, p.avail)) == 0 {
+			p.start(j)
+		}
 	}
 	p.scan(p.borrowEligible, p.visitBorrow)
 	p.scan(p.inShareEligible, p.visitInShare)
@@ -87,6 +127,33 @@ func (r *Reference) Plan(now time.Time) sched.Plan {
 		p.plan.WakeAt = time.Unix(0, p.wake)
 	}
 	return p.plan
+}
+
+// leavesStartable: with j started, each of guards can still borrow after those before it.
+func (p *refPass) leavesStartable(j *refJob, guards []*refJob) bool {
+	saved := maps.Clone(p.avail)
+	assumed := []*refJob{j}
+	defer func() {
+		for _, a := range assumed {
+			a.state = "queued"
+		}
+		p.avail = saved
+	}()
+	take := func(a *refJob) {
+		a.state = "active"
+		for _, d := range a.need {
+			p.avail[d.InstanceType] -= d.Count
+		}
+	}
+	take(j)
+	for _, g := range guards {
+		if !p.r.canBorrow(g, p.avail) {
+			return false
+		}
+		assumed = append(assumed, g)
+		take(g)
+	}
+	return true
 }
 
 func (p *refPass) reserve(j *refJob, victims []*refJob) {
@@ -195,13 +262,26 @@ func (p *refPass) visitOwn(j *refJob) bool {
 		return true
 	}
 	if j.earmark != nil {
-		if j.earmark.borrowReady { // the share's lower-priority jobs wait for it
-			p.held[j.share] = true
-			return false
+		if j.earmark.borrowReady && !slices.Contains(p.guards[j.share], j) {
+			p.guards[j.share] = append(p.guards[j.share], j) // the jobs behind take nothing it needs
 		}
 		return true
 	}
 	if r.neverFits(j) {
+		return true
+	}
+	var ahead []*refJob
+	for _, g := range p.guards[j.share] {
+		if queueLess(g, j) < 0 {
+			ahead = append(ahead, g)
+		}
+	}
+	if len(ahead) > 0 {
+		if r.fitsOwn(j) && len(r.ownShort(j, p.avail)) == 0 && p.leavesStartable(j, ahead) {
+			p.start(j)
+		} else {
+			p.blocked = append(p.blocked, j)
+		}
 		return true
 	}
 	if !r.fitsOwn(j) {

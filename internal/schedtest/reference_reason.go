@@ -1,6 +1,7 @@
 package schedtest
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/quotashare/quotashare"
@@ -28,7 +29,13 @@ func (r *Reference) classify(j *refJob) sched.Reason {
 		if em.rule == sched.RuleInShare {
 			code = sched.ReasonWaitingForPreemption
 		}
-		rs := r.reasonFor(j, code, j.need[0])
+		d := j.need[0] // the first type the victims free
+		if i := slices.IndexFunc(j.need, func(n quotashare.Demand) bool {
+			return slices.ContainsFunc(em.victims, func(v *refJob) bool { return holds(v, n.InstanceType) > 0 })
+		}); i >= 0 {
+			d = j.need[i]
+		}
+		rs := r.reasonFor(j, code, d)
 		rs.Other, rs.Count = jobNames(em.victims), len(em.victims)
 		return rs
 	}
