@@ -103,6 +103,9 @@ type State struct {
 	// that a million jobs hold one copy of each; see intern.
 	strings map[string]string
 	needs   map[quotashare.Demand][]quotashare.Demand // see internNeed
+	// planHook, if set, sees every plan a queue's pass gets from the core, before it is
+	// carried out (the package's property test checks them against SPEC's invariants).
+	planHook func(queue string, p sched.Plan)
 }
 
 // Load makes a State from the records load gives (a Store's Load, ordered by kind then
@@ -526,6 +529,9 @@ func (st *State) pass(qs *queueState, now time.Time) {
 		return
 	}
 	plan := qs.sched.Plan(now)
+	if st.planHook != nil {
+		st.planHook(qs.q.Name, plan)
+	}
 	qs.wakeAt = plan.WakeAt // Plan asks only for a moment after now
 	for _, g := range plan.Starts {
 		st.start(st.jobs[g.JobID], g, now)
