@@ -219,7 +219,13 @@ func wireShare(sh shareSpec) map[string]any {
 // previewResult is what the server says a dry run's changes would do to running jobs.
 type previewResult struct {
 	Preemptions []struct{ JobID, JobName, QuotaShareName, Rule, Reason string } `json:"preemptions"`
-	Preemptible []struct{ JobID, JobName, QuotaShareName string }               `json:"preemptible"`
+	Preemptible []struct {
+		JobID, JobName, QuotaShareName string
+		Borrowed                       []struct {
+			CapacityUnit string `json:"capacityUnit"`
+			MaxCapacity  int    `json:"maxCapacity"`
+		} `json:"borrowed"`
+	} `json:"preemptible"`
 }
 
 // preview asks the server what the changes would do: its own scheduling pass run on a
@@ -429,6 +435,27 @@ func lowered(ctx context.Context, c *batch.Client, queue string, sh shareSpec, o
 	return "\n    " + strings.Join(parts, "\n    "), nil
 }
 
+// overcommitted says, per instance type in name order, where the shares' limits add up to
+// more than the environment's capacity: allowed (AWS allows it), but then a share cannot
+// always get its limit.
+func overcommitted(s *setup) []string {
+	sum := map[string]int{}
+	for _, sh := range s.Shares {
+		for t, n := range sh.Limits {
+			sum[t] += n
+		}
+	}
+	var out []string
+	for _, t := range slices.Sorted(maps.Keys(sum)) {
+		if c := s.Environment.Capacity[t]; sum[t] > c {
+			out = append(out, fmt.Sprintf("the shares' limits of %s add up to %d, more than the environment's capacity of %d: "+
+				"a share cannot always get its limit. When every share claims its own, the allocations compete first come, "+
+				"first served, and a job within its share's limit may wait for capacity that no reclaim can free", t, sum[t], c))
+		}
+	}
+	return out
+}
+
 func applyCmd(args []string, stdout, stderr io.Writer) error {
 	fs, cf := newFlags("apply", applyUsage, stderr)
 	file := fs.String("f", "", "the setup file (YAML)")
@@ -450,6 +477,12 @@ func applyCmd(args []string, stdout, stderr io.Writer) error {
 	s, err := parseSetup(*file, data)
 	if err != nil {
 		return err
+	}
+	warnings := overcommitted(s)
+	if cf.output == "table" {
+		for _, w := range warnings {
+			fmt.Fprintf(stderr, "warning: %s: %s\n", *file, w)
+		}
 	}
 	ctx := context.Background()
 	c := cf.client()
@@ -488,12 +521,20 @@ func applyCmd(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "would preempt %s (%s, share %s) at once, rule %s: %s\n", p.JobName, p.JobID, p.QuotaShareName, p.Rule, p.Reason)
 		}
 		for _, p := range pv.Preemptible {
-			fmt.Fprintf(stdout, "would leave %s (%s, share %s) running on borrowed capacity: preemptible when an owner needs it\n", p.JobName, p.JobID, p.QuotaShareName)
+			var parts []string
+			for _, b := range p.Borrowed {
+				parts = append(parts, fmt.Sprintf("%d %s", b.MaxCapacity, b.CapacityUnit))
+			}
+			fmt.Fprintf(stdout, "would leave %s (%s, share %s) running on %s of borrowed capacity: preemptible when an owner needs it\n",
+				p.JobName, p.JobID, p.QuotaShareName, strings.Join(parts, ", "))
 		}
 	}
 	switch {
 	case cf.output == "json":
 		out := map[string]any{"dryRun": *dry, "changes": done}
+		if len(warnings) > 0 {
+			out["warnings"] = warnings
+		}
 		if pv != nil {
 			out["preemptions"], out["preemptible"] = pv.Preemptions, pv.Preemptible
 		}

@@ -252,3 +252,103 @@ func TestApplyDryRunMatches(t *testing.T) {
 		t.Errorf("apply preempted %v; the dry run printed %v", slices.Sorted(maps.Keys(made)), slices.Sorted(maps.Keys(printed)))
 	}
 }
+
+// TestApplyDryRunBorrowed: a dry run names exactly the attempts the core counts as
+// borrowed, with how much each borrows, and the counts agree with `shares`. qs1
+// (LEND_AND_BORROW, limit 1) runs two one-instance jobs, one on qs2's idle instance; a
+// file that makes qs1 LEND leaves one of them, not both, on borrowed capacity. A file
+// whose share limits add up to more than the capacity gets a warning, and is not refused.
+func TestApplyDryRunBorrowed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	dir := t.TempDir()
+	s := startServer(t, filepath.Join(dir, "data"), "--quiet")
+	run, mustRun := cli(t, s.url)
+	example := "../../examples/three-projects.yaml"
+	mustRun("apply", "-f", example)
+	names := map[string]string{}
+	for _, name := range []string{"a1", "a2"} {
+		var out struct{ JobId string }
+		if err := json.Unmarshal([]byte(mustRun("submit", "--queue", "three-projects", "--share", "qs1", "--name", name, "--output", "json", "--", "sleep", "60")), &out); err != nil {
+			t.Fatal(err)
+		}
+		names[out.JobId] = name
+	}
+	borrowed := func() (strategy string, n int) {
+		t.Helper()
+		var views []shareView
+		if err := json.Unmarshal([]byte(mustRun("shares", "--queue", "three-projects", "--output", "json")), &views); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range views {
+			if v.QuotaShareName == "qs1" {
+				for _, ty := range v.Types {
+					n += ty.Borrowed - ty.Stopping
+				}
+				return v.Strategy, n
+			}
+		}
+		t.Fatalf("no share qs1 in %+v", views)
+		return "", 0
+	}
+	// A submit is answered after its scheduling pass: both jobs hold capacity now.
+	if st, n := borrowed(); st != "LEND_AND_BORROW" || n != 1 {
+		t.Fatalf("qs1 is %s and borrows %d, want LEND_AND_BORROW and 1", st, n)
+	}
+
+	lend := filepath.Join(dir, "lend.yaml")
+	os.WriteFile(lend, []byte(strings.Replace(string(mustRead(example)), "strategy: LEND_AND_BORROW\n    borrowLimit: 200", "strategy: LEND", 1)), 0o644)
+	var dry struct {
+		Preemptions []struct{ JobID string }
+		Preemptible []struct {
+			JobID, JobName, QuotaShareName string
+			Borrowed                       []struct {
+				CapacityUnit string
+				MaxCapacity  int
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(mustRun("apply", "-f", lend, "--dry-run", "--output", "json")), &dry); err != nil {
+		t.Fatal(err)
+	}
+	if len(dry.Preemptions) != 0 || len(dry.Preemptible) != 1 {
+		t.Fatalf("dry run: %d preemptions, %d attempts on borrowed capacity %+v; want 0 and 1 (qs1 borrows 1)", len(dry.Preemptions), len(dry.Preemptible), dry.Preemptible)
+	}
+	p := dry.Preemptible[0]
+	total := 0
+	for _, b := range p.Borrowed {
+		if b.CapacityUnit != "ml.g5.xlarge" {
+			t.Errorf("borrowed %+v", b)
+		}
+		total += b.MaxCapacity
+	}
+	if names[p.JobID] == "" || p.QuotaShareName != "qs1" || total != 1 {
+		t.Fatalf("dry run names %+v; want one of qs1's jobs %v borrowing 1 ml.g5.xlarge", p, names)
+	}
+	text := mustRun("apply", "-f", lend, "--dry-run")
+	if want := "would leave " + p.JobName + " (" + p.JobID + ", share qs1) running on 1 ml.g5.xlarge of borrowed capacity"; !strings.Contains(text, want) ||
+		strings.Count(text, "would leave ") != 1 {
+		t.Errorf("dry run printed:\n%s\nwant one line with %q", text, want)
+	}
+	if st, n := borrowed(); st != "LEND_AND_BORROW" || n != total {
+		t.Errorf("after the dry run qs1 is %s and borrows %d; want it unchanged, borrowing what the dry run named (%d)", st, n, total)
+	}
+
+	// Limits that add up to more than the capacity: a warning that says what it means.
+	over := filepath.Join(dir, "over.yaml")
+	os.WriteFile(over, []byte(strings.Replace(string(mustRead(example)), "limits: {ml.g5.xlarge: 1}\n    strategy: RESERVE", "limits: {ml.g5.xlarge: 2}\n    strategy: RESERVE", 1)), 0o644)
+	out, err := run("apply", "-f", over, "--dry-run")
+	if err != nil || !strings.Contains(out, "warning: "+over+": the shares' limits of ml.g5.xlarge add up to 4, more than the environment's capacity of 3: a share cannot always get its limit") ||
+		!strings.Contains(out, "would update quota share qs3: limits ml.g5.xlarge 1 -> ml.g5.xlarge 2") {
+		t.Errorf("apply of an overcommitted file: %v\n%s", err, out)
+	}
+	var js struct{ Warnings []string }
+	if err := json.Unmarshal([]byte(mustRun("apply", "-f", over, "--dry-run", "--output", "json")), &js); err != nil ||
+		len(js.Warnings) != 1 || !strings.Contains(js.Warnings[0], "add up to 4") {
+		t.Errorf("apply --output json of an overcommitted file: %v %q", err, js.Warnings)
+	}
+	if out := mustRun("apply", "-f", example, "--dry-run"); strings.Contains(out, "warning") {
+		t.Errorf("a file within the capacity got a warning:\n%s", out)
+	}
+}

@@ -31,6 +31,9 @@ type previewBorrowing struct {
 	JobID          string `json:"jobId"`
 	JobName        string `json:"jobName"`
 	QuotaShareName string `json:"quotaShareName"`
+	// Borrowed is the part of what the attempt holds above its share's limit, as
+	// capacityLimits (capacityUnit, maxCapacity: the count).
+	Borrowed []capacityLimit `json:"borrowed"`
 }
 
 type previewOut struct {
@@ -76,7 +79,7 @@ func (h *Handler) preview(in *previewIn) (any, error) {
 		out.Preemptions = append(out.Preemptions, previewPreemption{x.JobID, x.JobName, x.Share, x.Rule, x.Reason})
 	}
 	for _, x := range p.Preemptible {
-		out.Preemptible = append(out.Preemptible, previewBorrowing{x.JobID, x.JobName, x.Share})
+		out.Preemptible = append(out.Preemptible, previewBorrowing{x.JobID, x.JobName, x.Share, limitsOut(x.Borrowed)})
 	}
 	return out, nil
 }

@@ -18,10 +18,13 @@ type PreviewPreemption struct {
 	JobID, JobName, Share, Rule, Reason string
 }
 
-// PreviewBorrowing is an attempt of a share the changes leave over its limit: it keeps
-// running, and becomes preemptible (reclaim) when an owner needs the capacity.
+// PreviewBorrowing is an attempt the changes leave on borrowed capacity (its share over
+// its limit, and the attempt among those a reclaim would take first): it keeps running,
+// and is preemptible (reclaim) when an owner needs the capacity. Borrowed is how much of
+// what it holds is above the limit.
 type PreviewBorrowing struct {
 	JobID, JobName, Share string
+	Borrowed              []quotashare.Demand
 }
 
 // Preview is what a set of changes would do to a queue's running jobs.
@@ -79,27 +82,12 @@ func (st *State) Preview(queue string, changes []PreviewChange) (Preview, error)
 				Rule: p.Rule.String(), Reason: p.Reason})
 		}
 	}
-	over := map[string]map[string]bool{} // share -> types over its limit
-	for _, u := range s.Usage() {
-		for _, t := range u.Types {
-			if t.InUse-t.Stopping > t.Limit {
-				if over[u.Name] == nil {
-					over[u.Name] = map[string]bool{}
-				}
-				over[u.Name][t.InstanceType] = true
-			}
-		}
-	}
-	for _, j := range qs.activeJobs() {
-		if preempted[j.ID] || j.Current.Stop != "" {
-			continue
-		}
-		for _, d := range j.Need {
-			if over[j.Share][d.InstanceType] {
-				out.Preemptible = append(out.Preemptible, PreviewBorrowing{JobID: j.ID, JobName: j.Name, Share: j.Share})
-				break
-			}
-		}
+	// Exactly what the core counts as borrowed once the changes are made, on the attempts
+	// a reclaim would take first (sched.Borrowers): the count per share and type is what
+	// `quotashare shares` shows as borrowed, less what is being stopped already.
+	for _, b := range s.Borrowers() {
+		j := st.jobs[b.JobID]
+		out.Preemptible = append(out.Preemptible, PreviewBorrowing{JobID: b.JobID, JobName: j.Name, Share: b.Share, Borrowed: b.Borrowed})
 	}
 	return out, nil
 }

@@ -108,6 +108,12 @@ func (s *Scheduler) Plan(now time.Time) Plan {
 		sh.heldBy = nil
 		sh.guards = sh.guards[:0]
 		sh.rescan = false
+		sh.waiters = sh.waiters[:0]
+	}
+	for _, em := range s.earmarks {
+		if !em.borrowReady {
+			em.job.sh.waiters = append(em.job.sh.waiters, em.job)
+		}
 	}
 	// Phase 1 for every share, then the earmarked borrowers: no job borrows in a pass
 	// before every share's own claims (starts and reclaims within its limit) are decided.
@@ -208,6 +214,7 @@ func (p *pass) settleGuards() []*earmark {
 				s.dropEarmark(em)
 			} else {
 				p.reserve(j, em.victims)
+				p.addWaiter(j)
 			}
 		}
 		p.version++
@@ -239,7 +246,9 @@ func (p *pass) startGuards(ready []*earmark) {
 	for _, j := range p.blocked {
 		if j.sh.heldBy == nil && j.state == queued && j.earmark == nil && j.waitAge == nil && !s.heldAt(j, p.now) &&
 			s.fitsOwn(j) && len(p.ownShortfall(j)) == 0 {
-			p.start(j)
+			if claim, _ := p.claimAhead(j); claim == nil || p.fitsOwnAfter(j, claim) {
+				p.start(j)
+			}
 		}
 	}
 }
@@ -288,6 +297,84 @@ func (p *pass) guardsAhead(j *job) []*job {
 		}
 	}
 	return out
+}
+
+// addWaiter records that j, from now on in this pass, waits for victims to stop or to
+// come of age.
+func (p *pass) addWaiter(j *job) {
+	if !slices.Contains(j.sh.waiters, j) {
+		j.sh.waiters = append(j.sh.waiters, j)
+	}
+}
+
+// claimAhead is, per type, the room of j's share that the share's waiters ahead of j
+// claim: each needs its need, less what its victims in the share free when they stop.
+// Those jobs come first in the share's order, and their victims were (or will be)
+// preempted for them, so the jobs behind them count the claim as used: they neither take
+// that room by starting or borrowing, nor preempt for it. Without this, a lower-priority
+// job would start in the room an in-share preemption made, and a job waiting for attempts
+// to come of age could wait for ever as new ones start in front of it. It returns nil for
+// no claim, and the waiters that claim something.
+func (p *pass) claimAhead(j *job) (claim []int, by []*job) {
+	for _, g := range j.sh.waiters {
+		if g == j || g.state != queued || queueOrder(g, j) > 0 {
+			continue
+		}
+		var victims []*job
+		switch {
+		case g.earmark != nil && !g.earmark.borrowReady:
+			victims = g.earmark.victims
+		case g.earmark == nil && g.waitAge != nil:
+			victims = g.waitAge.victims
+		default:
+			continue
+		}
+		for _, nd := range g.need {
+			freed := 0
+			for _, v := range victims {
+				if v.sh == g.sh {
+					freed += v.holds(nd.t)
+				}
+			}
+			if c := nd.n - freed; c > 0 {
+				if claim == nil {
+					claim = make([]int, len(p.s.capacity))
+				}
+				claim[nd.t] += c
+				if !slices.Contains(by, g) {
+					by = append(by, g)
+				}
+			}
+		}
+	}
+	return claim, by
+}
+
+// heldBack records that the capacity a job could have taken is held for by (its reason
+// then names them).
+func (p *pass) heldBack(by []*job) {
+	for _, g := range by {
+		if !slices.Contains(p.s.heldFor, g) {
+			p.s.heldFor = append(p.s.heldFor, g)
+		}
+	}
+}
+
+// fitsOwnAfter is fitsOwn with the claim of the waiters ahead of j counted as used.
+func (p *pass) fitsOwnAfter(j *job, claim []int) bool {
+	return p.withClaim(j, claim, func() bool { return p.s.fitsOwn(j) })
+}
+
+// withClaim runs f with claim counted as used by j's share, and returns what it says.
+func (p *pass) withClaim(j *job, claim []int, f func() bool) bool {
+	for t, c := range claim {
+		j.sh.used[t] += c
+	}
+	ok := f()
+	for t, c := range claim {
+		j.sh.used[t] -= c
+	}
+	return ok
 }
 
 // reserve holds back from avail, for waiting job j, what its stopping victims will not free.
@@ -536,6 +623,12 @@ func (p *pass) visitOwn(j *job) bool {
 		}
 		return true
 	}
+	if claim, by := p.claimAhead(j); claim != nil && !p.fitsOwnAfter(j, claim) {
+		// Its share's own room is claimed by jobs ahead of it waiting for their victims:
+		// it may borrow around them in phase 2, but takes nor preempts for that room.
+		p.heldBack(by)
+		return true
+	}
 	if !s.fitsOwn(j) {
 		// Borrowing comes in phase 2; if the job cannot borrow, it may preempt now,
 		// before lower-priority jobs behind it take the capacity.
@@ -598,7 +691,7 @@ func (p *pass) waitForAge(j *job, rule Rule) bool {
 	if !ok {
 		return false
 	}
-	w := &ageWait{rule: rule}
+	w := &ageWait{rule: rule, victims: victims}
 	for _, v := range victims {
 		if v.protectedAt(p.now, rule) {
 			w.protected = append(w.protected, v)
@@ -614,6 +707,7 @@ func (p *pass) waitForAge(j *job, rule Rule) bool {
 	j.waitAge = w
 	p.version++
 	p.reserve(j, victims)
+	p.addWaiter(j)
 	return true
 }
 
@@ -679,6 +773,7 @@ func (p *pass) preempt(j *job, victims []*job, short []need, rule Rule) {
 	p.version++
 	em := &earmark{job: j, victims: victims, rule: rule}
 	s.addEarmark(em)
+	p.addWaiter(j)
 	for _, v := range victims {
 		s.markStopping(v)
 		v.victimOf = em
@@ -711,7 +806,22 @@ func (p *pass) borrowEligible(sh *share) bool {
 
 func (p *pass) visitBorrow(j *job) bool {
 	s := p.s
-	if j.earmark != nil || j.waitAge != nil || s.neverFits(j) || s.fitsOwn(j) {
+	if j.earmark != nil || j.waitAge != nil || s.neverFits(j) {
+		return true
+	}
+	if claim, by := p.claimAhead(j); claim != nil {
+		// Borrowing around the room the waiters ahead of it claim; no in-share
+		// preemption for that room (see claimAhead).
+		if !p.fitsOwnAfter(j, claim) {
+			if p.withClaim(j, claim, func() bool { return s.canBorrow(j, p.avail) }) {
+				p.start(j)
+			} else {
+				p.heldBack(by)
+			}
+		}
+		return true
+	}
+	if s.fitsOwn(j) {
 		return true
 	}
 	if s.canBorrow(j, p.avail) {
@@ -773,6 +883,9 @@ func (p *pass) visitInShare(j *job) bool {
 	if low, ok := j.sh.all.Min(); !ok || low.prio >= j.prio {
 		// Nothing of strictly lower priority runs; neither will it for jobs behind j.
 		return false
+	}
+	if claim, _ := p.claimAhead(j); claim != nil && !p.fitsOwnAfter(j, claim) {
+		return true // no preemption for room that waiters ahead of it claim
 	}
 	p.tryInShare(j)
 	return true

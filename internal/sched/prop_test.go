@@ -28,10 +28,7 @@ type world struct {
 	clock  int64
 	nextID int
 	log    []string
-	// ageWait is, per job waiting for attempts to come of age, the clock when that wait
-	// began (or when a share's configuration last changed, which may extend it).
-	ageWait     map[string]int64
-	shareChange int64
+	ages   schedtest.AgeWaits
 }
 
 func (w *world) each(what string, f func(c sim.Core) error) {
@@ -123,32 +120,17 @@ func (w *world) plan() {
 	for _, err := range w.ledger.Apply(plans[0]) {
 		w.fatalf("%v\nplan: %+v", err, plans[0])
 	}
-	longest := int64(0) // the longest minimum run time of any share, in seconds
-	for _, sh := range w.ledger.Shares {
-		longest = max(longest, int64(sh.MinRunTime/time.Second))
-	}
-	waiting := map[string]int64{}
-	for _, id := range w.jobsIn("queued") {
+	queued := w.jobsIn("queued")
+	for _, id := range queued {
 		r0, ok0 := w.cores[0].Reason(id)
 		r2, ok2 := w.cores[2].Reason(id)
 		if !ok0 || ok0 != ok2 || r0 != r2 {
 			w.fatalf("reason of %s: fast %v %q, reference %v %q", id, ok0, r0, ok2, r2)
 		}
-		if r0.Code != sched.ReasonWaitingForMinRunTime {
-			continue
-		}
-		since, ok := w.ageWait[id]
-		if !ok {
-			since = w.clock
-		}
-		waiting[id] = since
-		// The attempts it waited for when it began were enough, and they have all come
-		// of age within the longest minimum run time (README, a lender's claim).
-		if from := max(since, w.shareChange); w.clock-from > longest {
-			w.fatalf("%s has waited for attempts to come of age since %d, longer than the longest minimum run time %ds", id, from, longest)
-		}
 	}
-	w.ageWait = waiting
+	if err := w.ages.Check(now, queued, w.cores[0].Reason, w.ledger.Shares); err != nil {
+		w.fatalf("%v", err)
+	}
 	if d := cmp.Diff(w.cores[0].Usage(), w.cores[2].Usage(), opts); d != "" {
 		w.fatalf("usage differs (-fast +reference):\n%s", d)
 	}
@@ -232,7 +214,7 @@ func runProperty(t *rapid.T, name string, cfg sched.Config) {
 				owned[d.InstanceType] += d.Count
 			}
 			w.ledger.Shares[name] = sh
-			w.shareChange = w.clock
+			w.ages.ShareChanged(now)
 			w.each(fmt.Sprintf("share %+v", sh), func(c sim.Core) error { return c.SetShare(sh) })
 		case 9: // the environment changes, sometimes below usage
 			setCapacity(func(ty string) int { return rapid.IntRange(-3, 2).Draw(t, "reslack."+ty) })

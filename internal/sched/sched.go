@@ -145,6 +145,7 @@ type job struct {
 // for it. It holds for the pass that set it (the job's seen).
 type ageWait struct {
 	rule      Rule
+	victims   []*job // the would-be victims, protected or not
 	protected []*job // the would-be victims still protected, in victim order
 	until     int64  // when the last of them comes of age (Unix ns)
 }
@@ -182,8 +183,11 @@ type share struct {
 	// guards are the share's earmarked jobs about to borrow (borrowReady) that phase 1 of
 	// this pass has met: the share's jobs behind them take nothing that would keep them
 	// from starting. rescan asks for phase 1 again after one of them could not start.
-	guards  []*job
-	rescan  bool
+	guards []*job
+	rescan bool
+	// waiters are the share's jobs in this pass that wait for victims to stop or to come
+	// of age: each claims the share's own room it will need (see pass.claimAhead).
+	waiters []*job
 	holding int // attempts holding capacity, stopping ones included
 }
 

@@ -146,3 +146,40 @@ func Loans(shares []ShareUsage) []Loan {
 	}
 	return loans
 }
+
+// Borrower is an attempt that holds capacity above its share's limit, and how much.
+type Borrower struct {
+	JobID, Share string
+	Borrowed     []quotashare.Demand
+}
+
+// Borrowers names the attempts on borrowed capacity: for each share and type, the part of
+// its usage above its limit that no stopping attempt is freeing already
+// (ShareUsage.Borrowed less what is stopping), laid on its active attempts in the
+// published victim order, the attempts a reclaim would take first. Their counts add up
+// to that part exactly. Shares in name order, then attempts in the order they are met.
+func (s *Scheduler) Borrowers() []Borrower {
+	var out []Borrower
+	for _, sh := range s.order {
+		at := map[string]int{} // job id -> index in out
+		for _, t := range s.typesByName() {
+			rest := sh.used[t] - sh.stopping[t] - sh.limit[t]
+			if rest <= 0 {
+				continue
+			}
+			sh.actives[t].Ascend(func(j *job) bool {
+				n := min(rest, j.holds(t))
+				rest -= n
+				i, ok := at[j.id]
+				if !ok {
+					i = len(out)
+					at[j.id] = i
+					out = append(out, Borrower{JobID: j.id, Share: sh.cfg.Name})
+				}
+				out[i].Borrowed = append(out[i].Borrowed, quotashare.Demand{InstanceType: s.typeNames[t], Count: n})
+				return rest > 0
+			})
+		}
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package schedtest
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/quotashare/quotashare"
@@ -17,6 +18,10 @@ type Checked struct {
 	Ledger *Ledger
 	// Errs are the invariant failures found so far, each with the plan's time.
 	Errs []error
+	ages AgeWaits
+	// reshared: a share changed since the last plan (SetShare has no time; the next
+	// plan's is used, which only shortens the wait counted).
+	reshared bool
 }
 
 var _ sim.Core = (*Checked)(nil)
@@ -44,6 +49,7 @@ func (c *Checked) SetShare(cfg sched.Share) error {
 	err := c.Core.SetShare(cfg)
 	if err == nil {
 		c.Ledger.Shares[cfg.Name] = cfg
+		c.reshared = true
 	}
 	return err
 }
@@ -109,10 +115,68 @@ func (c *Checked) Stopped(id string, requeue bool, now time.Time) error {
 }
 
 func (c *Checked) Plan(now time.Time) sched.Plan {
+	if c.reshared {
+		c.ages.ShareChanged(now)
+		c.reshared = false
+	}
 	p := c.Core.Plan(now)
 	c.Ledger.Now = now
 	for _, err := range c.Ledger.Apply(p) {
 		c.Errs = append(c.Errs, fmt.Errorf("plan at=%d: %w", now.Unix(), err))
 	}
+	var queued []string
+	for id, j := range c.Ledger.Jobs {
+		if j.State == "queued" {
+			queued = append(queued, id)
+		}
+	}
+	sort.Strings(queued)
+	if err := c.ages.Check(now, queued, c.Core.Reason, c.Ledger.Shares); err != nil {
+		c.Errs = append(c.Errs, fmt.Errorf("plan at=%d: %w", now.Unix(), err))
+	}
 	return p
+}
+
+// AgeWaits checks that no job waits for attempts to come of age longer than the longest
+// minimum run time of any share (README, a lender's claim): the attempts it waited for when
+// it began were enough, and they have all come of age by then. A change of a share's
+// configuration may make it wait longer, so the count starts again at the last one.
+type AgeWaits struct {
+	since       map[string]time.Time // per job waiting for attempts to come of age: since when
+	shareChange time.Time
+}
+
+// ShareChanged records a change of a share's configuration at now.
+func (a *AgeWaits) ShareChanged(now time.Time) { a.shareChange = now }
+
+// Check looks, after the plan at now, at the reasons of the waiting jobs queued (ids,
+// sorted), given by reason, with shares' configurations.
+func (a *AgeWaits) Check(now time.Time, queued []string, reason func(id string) (sched.Reason, bool), shares map[string]sched.Share) error {
+	var longest time.Duration
+	for _, sh := range shares {
+		longest = max(longest, sh.MinRunTime)
+	}
+	waiting := map[string]time.Time{}
+	var err error
+	for _, id := range queued {
+		r, ok := reason(id)
+		if !ok || r.Code != sched.ReasonWaitingForMinRunTime {
+			continue
+		}
+		since, ok := a.since[id]
+		if !ok {
+			since = now
+		}
+		waiting[id] = since
+		from := since
+		if a.shareChange.After(from) {
+			from = a.shareChange
+		}
+		if now.Sub(from) > longest && err == nil {
+			err = fmt.Errorf("%s has waited for attempts to come of age since %d, longer than the longest minimum run time %v",
+				id, since.Unix(), longest)
+		}
+	}
+	a.since = waiting
+	return err
 }

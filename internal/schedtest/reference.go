@@ -29,6 +29,8 @@ type Reference struct {
 	heldBy   map[string]string // share -> overdue head it held back for in the last pass
 	heldFor  []*refJob         // jobs free capacity was held for in the last pass
 	pass     int
+	// claimed is counted as used by one share while a job behind its waiters is looked at.
+	claimed map[string]map[string]int
 }
 
 type refShare struct {
@@ -56,6 +58,7 @@ type refJob struct {
 
 type refAgeWait struct {
 	rule      sched.Rule
+	victims   []*refJob
 	protected []*refJob
 	until     int64
 }
@@ -238,14 +241,16 @@ func (r *Reference) usage(share, t string, states ...string) int {
 	return n
 }
 
-func (r *Reference) used(share, t string) int { return r.usage(share, t, "active", "stopping") }
+func (r *Reference) used(share, t string) int {
+	return r.usage(share, t, "active", "stopping") + r.claimed[share][t]
+}
 
 func (r *Reference) live(share, t string) int { return r.usage(share, t, "active") }
 
 func (r *Reference) total(t string) int {
 	n := 0
 	for name := range r.shares {
-		n += r.used(name, t)
+		n += r.usage(name, t, "active", "stopping")
 	}
 	return n
 }

@@ -108,7 +108,9 @@ func (r *Reference) Plan(now time.Time) sched.Plan {
 	for _, j := range p.blocked { // a start within the share's limit, not a reclaim
 		if r.heldBy[j.share] == "" && j.state == "queued" && j.earmark == nil && j.ageWait == nil &&
 			r.fitsOwn(j) && len(r.ownShort(j, p.avail)) == 0 {
-			p.start(j)
+			if claim, _ := p.claim(j); claim == nil || p.with(j, claim, func() bool { return r.fitsOwn(j) }) {
+				p.start(j)
+			}
 		}
 	}
 	p.scan(p.borrowEligible, p.visitBorrow)
@@ -127,6 +129,62 @@ func (r *Reference) Plan(now time.Time) sched.Plan {
 		p.plan.WakeAt = time.Unix(0, p.wake)
 	}
 	return p.plan
+}
+
+// claim: per type, the room of j's share that its waiters ahead of j (jobs waiting for
+// victims to stop or to come of age) will need beyond what their victims in the share
+// free; the jobs behind them count it as used. And the waiters that claim something.
+func (p *refPass) claim(j *refJob) (map[string]int, []*refJob) {
+	r := p.r
+	var claim map[string]int
+	var by []*refJob
+	for _, g := range r.queue(j.share) {
+		if g == j || queueLess(g, j) > 0 || g.state != "queued" {
+			continue
+		}
+		var victims []*refJob
+		switch {
+		case g.earmark != nil && !g.earmark.borrowReady:
+			victims = g.earmark.victims
+		case g.earmark == nil && g.ageWait != nil && g.seen == r.pass:
+			victims = g.ageWait.victims
+		default:
+			continue
+		}
+		for _, d := range g.need {
+			freed := 0
+			for _, v := range victims {
+				if v.share == g.share {
+					freed += holds(v, d.InstanceType)
+				}
+			}
+			if c := d.Count - freed; c > 0 {
+				if claim == nil {
+					claim = map[string]int{}
+				}
+				claim[d.InstanceType] += c
+				if !slices.Contains(by, g) {
+					by = append(by, g)
+				}
+			}
+		}
+	}
+	return claim, by
+}
+
+// with runs f with claim counted as used by j's share.
+func (p *refPass) with(j *refJob, claim map[string]int, f func() bool) bool {
+	p.r.claimed = map[string]map[string]int{j.share: claim}
+	defer func() { p.r.claimed = nil }()
+	return f()
+}
+
+func (p *refPass) heldBack(by []*refJob) {
+	for _, g := range by {
+		if !slices.Contains(p.r.heldFor, g) {
+			p.r.heldFor = append(p.r.heldFor, g)
+		}
+	}
 }
 
 // leavesStartable: with j started, each of guards can still borrow after those before it.
@@ -284,6 +342,10 @@ func (p *refPass) visitOwn(j *refJob) bool {
 		}
 		return true
 	}
+	if claim, by := p.claim(j); claim != nil && !p.with(j, claim, func() bool { return r.fitsOwn(j) }) {
+		p.heldBack(by) // its share's room is claimed ahead of it: it may borrow in phase 2
+		return true
+	}
 	if !r.fitsOwn(j) {
 		if !r.canBorrow(j, p.avail) {
 			p.inShare(j)
@@ -358,7 +420,7 @@ func (p *refPass) waitForAge(j *refJob, rule sched.Rule) bool {
 	if !ok {
 		return false
 	}
-	w := &refAgeWait{rule: rule}
+	w := &refAgeWait{rule: rule, victims: victims}
 	for _, v := range victims {
 		if r.protectedAt(v, p.now, rule) {
 			w.protected = append(w.protected, v)
@@ -527,7 +589,20 @@ func (p *refPass) borrowEligible(share string) bool {
 }
 
 func (p *refPass) visitBorrow(j *refJob) bool {
-	if j.earmark != nil || j.ageWait != nil || p.r.neverFits(j) || p.r.fitsOwn(j) {
+	if j.earmark != nil || j.ageWait != nil || p.r.neverFits(j) {
+		return true
+	}
+	if claim, by := p.claim(j); claim != nil {
+		if !p.with(j, claim, func() bool { return p.r.fitsOwn(j) }) {
+			if p.with(j, claim, func() bool { return p.r.canBorrow(j, p.avail) }) {
+				p.start(j)
+			} else {
+				p.heldBack(by)
+			}
+		}
+		return true
+	}
+	if p.r.fitsOwn(j) {
 		return true
 	}
 	if p.r.canBorrow(j, p.avail) {
@@ -555,6 +630,9 @@ func (p *refPass) visitInShare(j *refJob) bool {
 	}
 	if lowest < 0 || lowest >= j.prio {
 		return false
+	}
+	if claim, _ := p.claim(j); claim != nil && !p.with(j, claim, func() bool { return r.fitsOwn(j) }) {
+		return true
 	}
 	p.inShare(j)
 	return true
