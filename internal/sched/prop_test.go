@@ -134,6 +134,38 @@ func (w *world) plan() {
 	if d := cmp.Diff(w.cores[0].Usage(), w.cores[2].Usage(), opts); d != "" {
 		w.fatalf("usage differs (-fast +reference):\n%s", d)
 	}
+	// The attempts named on borrowed capacity carry exactly each share's borrowed part
+	// not being stopped already, and hold at least what they are said to borrow.
+	s := w.cores[0].(*sched.Scheduler)
+	named := map[[2]string]int{}
+	for _, b := range s.Borrowers() {
+		j := w.ledger.Jobs[b.JobID]
+		if j == nil || j.State != "active" || j.Share != b.Share {
+			w.fatalf("Borrowers names %+v, which is no active attempt of that share", b)
+		}
+		for _, d := range b.Borrowed {
+			if d.Count <= 0 || d.Count > need(j, d.InstanceType) {
+				w.fatalf("Borrowers says %s borrows %v of the %d it holds", b.JobID, d, need(j, d.InstanceType))
+			}
+			named[[2]string{b.Share, d.InstanceType}] += d.Count
+		}
+	}
+	for _, u := range s.Usage() {
+		for _, ty := range u.Types {
+			if want := max(0, ty.InUse-ty.Stopping-ty.Limit); named[[2]string{u.Name, ty.InstanceType}] != want {
+				w.fatalf("Borrowers names %d %s of share %s; its usage says %d borrowed, not stopping", named[[2]string{u.Name, ty.InstanceType}], ty.InstanceType, u.Name, want)
+			}
+		}
+	}
+}
+
+func need(j *schedtest.LedgerJob, t string) int {
+	for _, d := range j.Need {
+		if d.InstanceType == t {
+			return d.Count
+		}
+	}
+	return 0
 }
 
 func runProperty(t *rapid.T, name string, cfg sched.Config) {
