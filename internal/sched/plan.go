@@ -347,6 +347,7 @@ func (p *pass) claimAhead(j *job) (claim []int, by []*job) {
 			}
 		}
 	}
+	slices.SortFunc(by, queueOrder) // as reasons name them: in the share's order
 	return claim, by
 }
 
