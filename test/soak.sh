@@ -17,13 +17,13 @@ out="${SOAK_DIR:-$(mktemp -d /tmp/quotashare-soak.XXXXXX)}"
 mkdir -p "$out"
 stats="$out/stats.jsonl"
 : >"$stats"
-# package|tests: the core's properties (invariants against the ledger and the reference
+# package@tests: the core's properties (invariants against the ledger and the reference
 # scheduler, with and without head-of-line timeouts and shallow backfill; victim-set
 # minimality against the oracle; the environment shrink; the queue) and the control
 # state's (random event sequences through control.State, rebuilt from its store).
 suites=(
-  "./internal/sched|^(TestInvariants|TestInvariantsHeadOfLine|TestInvariantsShallowBackfill|TestVictimsMinimal|TestShrinkVictimsMinimal|TestQueue)$"
-  "./internal/control|^(TestControlInvariants)$"
+  "./internal/sched@^(TestInvariants|TestInvariantsHeadOfLine|TestInvariantsShallowBackfill|TestVictimsMinimal|TestShrinkVictimsMinimal|TestQueue)$"
+  "./internal/control@^(TestControlInvariants)$"
 )
 go test -c -o "$out/sched.test" ./internal/sched
 go test -c -o "$out/control.test" ./internal/control
@@ -34,7 +34,7 @@ failed=""
 while [ "$(date +%s)" -lt "$deadline" ] && [ -z "$failed" ]; do
   round=$((round + 1))
   for s in "${suites[@]}"; do
-    pkg="${s%%|*}" run="${s##*|}"
+    pkg="${s%%@*}" run="${s#*@}"
     bin="$out/$(basename "$pkg").test"
     log="$out/round$round-$(basename "$pkg").log"
     if ! (cd "$pkg" && "$bin" -test.run "$run" -test.count=1 -test.timeout=60m \
