@@ -68,6 +68,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	store := fs.String("store", "", "postgres://USER@HOST:PORT/DB: keep the state in that PostgreSQL database instead of --data's SQLite file; replicas on one database elect a leader through it, and the others stand by until its lease expires")
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "with --store: how long the leader's lease lasts unrenewed (it renews every third of it); a standby takes over at most this long after the leader stops")
 	advertise := fs.String("advertise-addr", "", "the address other replicas and refused servers are told this server answers on (default: --addr's)")
+	dashStreams := fs.Int("dashboard-streams", 32, "how many live dashboard views (browser tabs) one user may keep open; the pool is rendered once for all of them")
+	allowedHosts := fs.String("allowed-hosts", "", "comma-separated names clients may reach this server by, besides IP addresses, localhost and the hosts of --addr and --advertise-addr (\"*\": any, behind a proxy that checks names); requests naming another Host are refused, so that a web page cannot reach the server through a rebound DNS name")
 	executor := fs.String("executor", "local", "where attempts run: local (processes on this host) or kubernetes (Pods)")
 	kubeconfig := fs.String("kubeconfig", "", "kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster configuration of a Pod)")
 	namespace := fs.String("namespace", "", "kubernetes: namespace of the Pods (default: the options file's, else default)")
@@ -97,6 +99,10 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData, UnstagedChannels: *unstaged == "allow", Containment: *containment}
 	cfg.NoMetrics = *noMetrics
 	cfg.StoreURL, cfg.LeaseTTL, cfg.AdvertiseAddr = *store, *leaseTTL, *advertise
+	cfg.DashboardStreams = *dashStreams
+	if *allowedHosts != "" {
+		cfg.AllowedHosts = strings.Split(*allowedHosts, ",")
+	}
 	cfg.Standby = func(held error) { // on stderr, --quiet or not: the server is not serving yet
 		fmt.Fprintf(stderr, "quotashare: standing by until the lease is free (requests here are forwarded to the leader): %v\n", held)
 	}

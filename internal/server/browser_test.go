@@ -23,7 +23,7 @@ import (
 // and returns a chromedp context on it, and a folder for screenshots that outlives the
 // test. Without Chromium the test is skipped, unless it runs under CI ($CI set), where it
 // fails.
-func browser(t *testing.T) (context.Context, string) {
+func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) (context.Context, string) {
 	t.Helper()
 	path := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -40,6 +40,7 @@ func browser(t *testing.T) (context.Context, string) {
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
 		chromedp.WindowSize(1366, 900), chromedp.DisableGPU)
+	opts = append(opts, extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, cancelB := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() { cancelB(); cancelA() })

@@ -12,11 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -93,6 +95,14 @@ type Config struct {
 	// AdvertiseAddr is the address other replicas and a refused server are told this
 	// one serves the API on (default: the address it listens on).
 	AdvertiseAddr string
+	// AllowedHosts are names, besides IP literals, loopback names and the hosts of Addr
+	// and AdvertiseAddr, that requests may name in their Host ("*": any). Other names are
+	// refused, as is any request from another site's page (see siteGuard). Replicas are given
+	// the same list: a standby forwards the Host its client sent.
+	AllowedHosts []string
+	// DashboardStreams is how many live dashboard streams one principal may keep open
+	// (default 32); the dashboard renders the pool once for all of them.
+	DashboardStreams int
 	// Init lets the server start on a data folder that shows prior use (attempts/) but
 	// whose database is missing or empty; without it such a folder is refused, since a
 	// lost database would otherwise start empty without a word.
@@ -236,7 +246,8 @@ func Start(cfg Config) (*Server, error) {
 		verifier: verifier, followed: make(chan struct{})}
 	loading := loadingHandler(&s.loaded, time.Now())
 	s.handler.Store(&loading)
-	s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) }),
+	current := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) })
+	s.http = &http.Server{Handler: newSiteGuard(current, cfg.AllowedHosts, cfg.Addr, cfg.AdvertiseAddr),
 		ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes}
 	go func() { s.done <- s.http.Serve(capConns(ln, lim.MaxConns)) }()
 	fail := func(err error) (*Server, error) {
@@ -507,7 +518,8 @@ func (s *Server) leaderHandler(l *leadership) http.Handler {
 	// The dashboard: pages for a browser, behind Basic credentials from the same file as
 	// the API's keys; its write actions are API requests in the caller's name.
 	dash := batchapi.RequireBasic(s.verifier, dashboard.New(dashboard.Config{Source: engine,
-		Logs: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.logs(l, w, r) }), API: s.mets.instrument(api), ARNs: arns}))
+		Logs: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.logs(l, w, r) }), API: s.mets.instrument(api), ARNs: arns,
+		MaxViewers: s.cfg.DashboardStreams}))
 	for _, p := range dashboard.Patterns {
 		mux.Handle(p, dash)
 	}
@@ -644,6 +656,9 @@ func (s *Server) Close() error {
 // logs serves an attempt's output: GET /logs/{job}?attempt=N&host=algo-1&stream=stdout
 // &offset=BYTES. The attempt defaults to the latest, the host to algo-1, the stream to
 // stdout. The header X-Quotashare-Attempt-Over says whether more output may come.
+// hostName is an instance's host name in an attempt, as SageMaker names them.
+var hostName = regexp.MustCompile(`^algo-[1-9][0-9]{0,4}$`)
+
 func (s *Server) logs(l *leadership, w http.ResponseWriter, r *http.Request) {
 	// A log can be large and its client slow: it gets longer than an API answer.
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.logWrite))
@@ -674,8 +689,16 @@ func (s *Server) logs(l *leadership, w http.ResponseWriter, r *http.Request) {
 	if stream == "" {
 		stream = "stdout"
 	}
-	if stream != "stdout" && stream != "stderr" || strings.ContainsAny(host, "/.") {
-		http.Error(w, "stream must be stdout or stderr, host a name like algo-1", http.StatusBadRequest)
+	if stream != "stdout" && stream != "stderr" {
+		http.Error(w, fmt.Sprintf("stream: %q must be stdout or stderr", stream), http.StatusBadRequest)
+		return
+	}
+	if !hostName.MatchString(host) {
+		n := 0
+		for _, d := range j.Need {
+			n += d.Count
+		}
+		http.Error(w, fmt.Sprintf("host: %q must be an instance's host name, algo-1 to algo-%d", host, max(1, n)), http.StatusBadRequest)
 		return
 	}
 	var off int64
@@ -693,7 +716,13 @@ func (s *Server) logs(l *leadership, w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := lo.OpenLog(r.Context(), id, host, stream)
 	if err != nil {
-		http.Error(w, fmt.Sprintf("no %s for attempt %s on %s: %v", stream, id, host, err), http.StatusNotFound)
+		// In the request's own terms: the executor's error may name the server's folders.
+		why := "it cannot be read now"
+		if errors.Is(err, fs.ErrNotExist) {
+			why = "there is none (no such host in the attempt, or nothing written yet)"
+		}
+		s.cfg.Logf("quotashare: GET %s: %v", r.URL.Path, err)
+		http.Error(w, fmt.Sprintf("no %s for attempt %s on %s: %s", stream, id, host, why), http.StatusNotFound)
 		return
 	}
 	defer f.Close()
