@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -930,7 +931,7 @@ func (x *Executor) Close() error {
 func (x *Executor) OpenLog(_ context.Context, attemptID, host, stream string) (io.ReadCloser, error) {
 	f, err := os.Open(filepath.Join(x.cfg.Dir, attemptID, host, stream+".log"))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, errors.New("no such file")
+		return nil, fmt.Errorf("no %s log on %s: %w", stream, host, fs.ErrNotExist)
 	}
 	return f, err
 }

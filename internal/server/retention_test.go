@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +88,37 @@ func TestRetention(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "attempts", running+"-1")); err != nil {
 		t.Errorf("the running job's folder: %v", err)
+	}
+}
+
+// TestLogErrorsInRequestTerms: GET /logs refuses a bad host or stream naming the parameter
+// and its rule, and a log that is not there in the request's own terms: no answer names
+// the server's folders.
+func TestLogErrorsInRequestTerms(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s, c := start(t, dir, time.Second)
+	setup(t, c, "q", 1, share("a", types.QuotaShareResourceSharingStrategyReserve, 1, nil, false))
+	id := submit(t, c, "q", "j", "a", 1, "echo hi")
+	waitStatus(t, c, id, types.ServiceJobStatusSucceeded)
+	for _, tc := range []struct {
+		query string
+		code  int
+		want  string
+	}{
+		{"", http.StatusOK, "hi\n"},
+		{"?host=algo-1%00", http.StatusBadRequest, `host: "algo-1\x00" must be an instance's host name, algo-1 to algo-1`},
+		{"?host=..%2f..%2fetc", http.StatusBadRequest, `host: "../../etc" must be`},
+		{"?host=algo-7", http.StatusNotFound, "no stdout for attempt " + id + "-1 on algo-7: there is none"},
+		{"?stream=stdin", http.StatusBadRequest, `stream: "stdin" must be stdout or stderr`},
+	} {
+		resp, err := http.Get(s.URL + "/logs/" + id + tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || !strings.Contains(string(body), tc.want) || strings.Contains(string(body), dir) {
+			t.Errorf("GET /logs/%s%s: %d %q; want %d with %q, and not the data folder", id, tc.query, resp.StatusCode, body, tc.code, tc.want)
+		}
 	}
 }
