@@ -45,6 +45,9 @@ type Config struct {
 	Logs http.Handler
 	// Interval is how often the live pool is recomputed for its watchers (default 500 ms).
 	Interval time.Duration
+	// MaxViewers is how many live streams (GET /ui/events) one principal may keep open
+	// (default 32); one more is refused with 429.
+	MaxViewers int
 	// API, if set, is the API's handler behind its authorization (requests reach it
 	// already authenticated, the caller in their context): the write actions go through
 	// it. Without it the dashboard only reads.
@@ -57,12 +60,19 @@ type handler struct {
 	cfg   Config
 	pages map[string]*template.Template
 	key   []byte // the form tokens' secret
+	live  *hub
+	mux   *http.ServeMux
 }
 
 // New returns the dashboard's handler for GET / and GET /ui/....
-func New(cfg Config) http.Handler {
+func New(cfg Config) http.Handler { return newHandler(cfg).mux }
+
+func newHandler(cfg Config) *handler {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 500 * time.Millisecond
+	}
+	if cfg.MaxViewers <= 0 {
+		cfg.MaxViewers = 32
 	}
 	funcs := template.FuncMap{
 		"when": when, "short": shortType, "pct": pct, "lower": strings.ToLower,
@@ -77,6 +87,7 @@ func New(cfg Config) http.Handler {
 		},
 	}
 	h := &handler{cfg: cfg, pages: map[string]*template.Template{}, key: newKey()}
+	h.live = &hub{h: h, viewers: map[*viewer]bool{}, per: map[string]int{}}
 	for _, page := range []string{"index", "jobs", "job", "confirm"} {
 		h.pages[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles,
 			"templates/layout.html", "templates/pool.html", "templates/"+page+".html"))
@@ -96,7 +107,8 @@ func New(cfg Config) http.Handler {
 		mux.HandleFunc("POST /ui/confirm", h.confirm)
 		mux.HandleFunc("POST /ui/act", h.act)
 	}
-	return mux
+	h.mux = mux
+	return h
 }
 
 // Patterns are the routes New serves, for a server's mux.
@@ -291,50 +303,6 @@ func (h *handler) writeToken(r *http.Request) string {
 		return ""
 	}
 	return h.token(r)
-}
-
-// events streams the pool, rendered, whenever it changes (server-sent events).
-func (h *handler) events(w http.ResponseWriter, r *http.Request) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
-		return
-	}
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	t := time.NewTicker(h.cfg.Interval)
-	defer t.Stop()
-	var last []byte
-	token := h.writeToken(r)
-	for {
-		v, err := h.pool(5)
-		if err != nil {
-			return
-		}
-		v.Token = token
-		var b bytes.Buffer
-		if err := h.pages["pool"].ExecuteTemplate(&b, "pool", v); err != nil {
-			return
-		}
-		if !bytes.Equal(b.Bytes(), last) {
-			last = b.Bytes()
-			rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-			fmt.Fprint(w, "event: pool\n")
-			for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
-				fmt.Fprintf(w, "data: %s\n", line)
-			}
-			if _, err := fmt.Fprint(w, "\n"); err != nil {
-				return
-			}
-			flusher.Flush()
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // ---- jobs ----
