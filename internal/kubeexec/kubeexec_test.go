@@ -307,19 +307,20 @@ func TestFailures(t *testing.T) {
 	}
 	starting := e.rec.waitFor(t, big.AttemptID, quotashare.AttemptStarting, "waits for a node", 30*time.Second)
 	for _, c := range []struct {
-		s      quotashare.AttemptSpec
-		reason string
-		code   int
+		s         quotashare.AttemptSpec
+		reason    string
+		code      int
+		disrupted bool // the host's failure: requeued without using an attempt (Report.Capacity)
 	}{
-		{exitFail, "AlgorithmError: algo-1 exit code 3 (Error)", 3},
-		{pull, "CannotPullContainerError: algo-1's container cannot start (ImagePullBackOff): Back-off pulling image", -1},
-		{big, "Unschedulable: no node took the attempt's Pods for 3s: algo-1 waits for a node: 0/", -1},
-		{evict, "Evicted: algo-1's Pod " + pod, -1},
-		{timeout, "Timeout: the attempt ran longer than its limit of 2s (StoppingCondition.MaxRuntimeInSeconds)", -1},
+		{exitFail, "AlgorithmError: algo-1 exit code 3 (Error)", 3, false},
+		{pull, "CannotPullContainerError: algo-1's container cannot start (ImagePullBackOff): Back-off pulling image", -1, false},
+		{big, "Unschedulable: no node took the attempt's Pods for 3s: algo-1 waits for a node: 0/", -1, false},
+		{evict, "Evicted: algo-1's Pod " + pod, -1, true},
+		{timeout, "Timeout: the attempt ran longer than its limit of 2s (StoppingCondition.MaxRuntimeInSeconds)", -1, false},
 	} {
 		rep := e.rec.wait(t, c.s.AttemptID, quotashare.AttemptExited, 30*time.Second)
-		if rep.Success || !strings.HasPrefix(rep.Reason, c.reason) {
-			t.Errorf("%s: report %+v, want a failure starting %q", c.s.JobID, rep, c.reason)
+		if rep.Success || !strings.HasPrefix(rep.Reason, c.reason) || rep.Capacity != c.disrupted {
+			t.Errorf("%s: report %+v, want a failure starting %q, Capacity %v", c.s.JobID, rep, c.reason, c.disrupted)
 		}
 		if c.code >= 0 && (rep.ExitCode == nil || *rep.ExitCode != c.code) {
 			t.Errorf("%s: exit code %v, want %d", c.s.JobID, rep.ExitCode, c.code)
@@ -424,8 +425,8 @@ func TestRecover(t *testing.T) {
 	if rep := e.rec.wait(t, stopping.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || !rep.Signalled {
 		t.Errorf("stopping: %+v", rep)
 	}
-	if rep := e.rec.wait(t, lost.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || !strings.HasPrefix(rep.Reason, "PodDeleted: algo-1's Pod") {
-		t.Errorf("Pod deleted while down: %+v", rep)
+	if rep := e.rec.wait(t, lost.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || !rep.Capacity || !strings.HasPrefix(rep.Reason, "PodDeleted: algo-1's Pod") {
+		t.Errorf("Pod deleted while down: %+v (want a host failure: Capacity, requeued without using an attempt)", rep)
 	}
 	if rep := e.rec.wait(t, half.AttemptID, quotashare.AttemptExited, 30*time.Second); !rep.Success {
 		t.Errorf("half-launched: %+v", rep)

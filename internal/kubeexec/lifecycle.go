@@ -183,6 +183,11 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 	var failure, waiting, unschedWhy string
 	var code *int
 	running, succeeded, unsched := 0, 0, false
+	// disrupted: a Pod was deleted by someone else, or evicted or disrupted by the
+	// cluster (a node drain, a preemption, a failover that lost track of it). That is the
+	// host's failure, not the job's: the job is requeued without using an attempt, as a
+	// local host failure is.
+	disrupted := false
 	for _, h := range r.hosts {
 		p := pods[h]
 		switch {
@@ -190,7 +195,7 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 			// Gone once shown, or never shown in a launched attempt whose Pod the API server
 			// was not known to hold (adopted after a restart: adopt asked it).
 			if r.seen[h] || r.launched && !r.created[h] {
-				failure = podDeleted(r, h)
+				failure, disrupted = podDeleted(r, h), true
 			} else {
 				if waiting == "" {
 					waiting = "creating the Pods"
@@ -200,9 +205,10 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 				}
 			}
 		case p.DeletionTimestamp != nil:
-			failure = fmt.Sprintf("Evicted: %s's Pod %s is being deleted by the cluster%s", h, p.Name, disruption(p))
+			failure, disrupted = fmt.Sprintf("Evicted: %s's Pod %s is being deleted by the cluster%s", h, p.Name, disruption(p)), true
 		case p.Status.Phase == corev1.PodFailed:
 			failure, code = podFailure(h, p)
+			disrupted = p.Status.Reason == "Evicted" || disruption(p) != ""
 		case p.Status.Phase == corev1.PodSucceeded:
 			succeeded++
 		case p.Status.Phase == corev1.PodRunning:
@@ -243,7 +249,7 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 	}
 	switch {
 	case failure != "":
-		return x.failLocked(r, failure, code, false)
+		return x.failLocked(r, failure, code, disrupted)
 	case succeeded == len(r.hosts):
 		return []quotashare.Report{x.end(r)}
 	case running+succeeded == len(r.hosts):
