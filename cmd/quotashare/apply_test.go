@@ -169,6 +169,17 @@ qs3        RESERVE         g5.xlarge        2      2        0    0      0      0
 	}
 }
 
+// exampleServer starts the real binary on a fresh folder and applies AWS's three-project
+// example; it returns the folder, the server and the CLI against it.
+func exampleServer(t *testing.T) (dir string, s *serverProc, run func(args ...string) (string, error), must func(args ...string) string) {
+	t.Helper()
+	dir = t.TempDir()
+	s = startServer(t, filepath.Join(dir, "data"), "--quiet")
+	run, must = cli(t, s.url)
+	must("apply", "-f", "../../examples/three-projects.yaml")
+	return dir, s, run, must
+}
+
 func mustRead(path string) []byte {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -186,11 +197,8 @@ func TestApplyDryRunMatches(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the real binary")
 	}
-	dir := t.TempDir()
-	s := startServer(t, filepath.Join(dir, "data"), "--quiet")
-	_, mustRun := cli(t, s.url)
+	dir, s, _, mustRun := exampleServer(t)
 	example := "../../examples/three-projects.yaml"
-	mustRun("apply", "-f", example)
 	ids := map[string]string{}
 	for _, j := range []struct{ name, share string }{{"a1", "qs1"}, {"a2", "qs1"}, {"a3", "qs1"}, {"c1", "qs3"}} {
 		var out struct{ JobId string }
@@ -262,11 +270,8 @@ func TestApplyDryRunBorrowed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the real binary")
 	}
-	dir := t.TempDir()
-	s := startServer(t, filepath.Join(dir, "data"), "--quiet")
-	run, mustRun := cli(t, s.url)
+	dir, _, run, mustRun := exampleServer(t)
 	example := "../../examples/three-projects.yaml"
-	mustRun("apply", "-f", example)
 	names := map[string]string{}
 	for _, name := range []string{"a1", "a2"} {
 		var out struct{ JobId string }

@@ -37,9 +37,10 @@ func BenchmarkMetricsCost(b *testing.B) {
 	}
 }
 
-// submitRate runs a server (with or without metrics) and measures n submits onto it.
-func submitRate(b *testing.B, noMetrics bool, n int) float64 {
-	cfg := Config{Addr: "127.0.0.1:0", Data: b.TempDir(), NoMetrics: noMetrics}
+// heldServer starts a server on a fresh folder whose executor holds every attempt
+// running, with queue q of capacity ml.g5.xlarge and LEND_AND_BORROW share a of limit.
+func heldServer(b *testing.B, cfg Config, capacity, limit int32) *Server {
+	cfg.Addr, cfg.Data = "127.0.0.1:0", b.TempDir()
 	cfg.NewExecutor = func(r func(quotashare.Report)) (quotashare.Executor, error) {
 		return holdExecutor{instantExecutor{r}}, nil
 	}
@@ -47,12 +48,19 @@ func submitRate(b *testing.B, noMetrics bool, n int) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
 	t := &testing.T{}
-	setup(t, sdkbench.Client(s.URL), "q", 1, share("a", "LEND_AND_BORROW", 1, aws.Int32(-1), false))
+	setup(t, sdkbench.Client(s.URL), "q", capacity, share("a", "LEND_AND_BORROW", limit, aws.Int32(-1), false))
 	if t.Failed() {
+		s.Close()
 		b.Fatal("setup failed")
 	}
+	return s
+}
+
+// submitRate runs a server (with or without metrics) and measures n submits onto it.
+func submitRate(b *testing.B, noMetrics bool, n int) float64 {
+	s := heldServer(b, Config{NoMetrics: noMetrics}, 1, 1)
+	defer s.Close()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
 	var next atomic.Int64

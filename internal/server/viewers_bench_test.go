@@ -10,11 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-
-	"github.com/quotashare/quotashare"
-	"github.com/quotashare/quotashare/internal/sdkbench"
 )
 
 // BenchmarkIdleViewers: 1,000 dashboards open on the live pool (GET /ui/events) of a
@@ -28,19 +23,7 @@ import (
 func BenchmarkIdleViewers(b *testing.B) {
 	const viewers = 1000
 	for b.Loop() {
-		cfg := Config{Addr: "127.0.0.1:0", Data: b.TempDir(), DashboardStreams: viewers}
-		cfg.NewExecutor = func(r func(quotashare.Report)) (quotashare.Executor, error) {
-			return holdExecutor{instantExecutor{r}}, nil
-		}
-		s, err := Start(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		t := &testing.T{}
-		setup(t, sdkbench.Client(s.URL), "q", 4, share("a", "LEND_AND_BORROW", 2, aws.Int32(-1), false))
-		if t.Failed() {
-			b.Fatal("setup failed")
-		}
+		s := heldServer(b, Config{DashboardStreams: viewers}, 4, 2)
 		// The same server with nobody watching: its own loop's cost, for comparison.
 		before, start := cpuTime(), time.Now()
 		time.Sleep(10 * time.Second)
