@@ -310,7 +310,7 @@ func (x *Executor) checkUnseen(r *run) {
 	failed := false
 	for _, h := range gone {
 		if x.runs[r.spec.AttemptID] == r && !r.ending && !r.seen[h] {
-			reps, failed = x.failLocked(r, podDeleted(r, h), nil, false), true
+			reps, failed = x.failLocked(r, podDeleted(r, h), nil, true), true
 			break
 		}
 	}

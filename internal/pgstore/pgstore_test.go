@@ -105,7 +105,10 @@ func TestExpiredLeaseTakenOver(t *testing.T) {
 func TestLeaseRenewed(t *testing.T) {
 	url := pgtest.Start(t).NewDatabase(t)
 	ctx := context.Background()
-	const ttl = 300 * time.Millisecond
+	// Long enough that a renewal (every TTL/3) reaches the database before the holder's
+	// local deadline (TTL - TTL/4) on a busy 2-core machine under the race detector: at
+	// 300 ms one late renewal lost the lease, and the loop below waited for ever.
+	const ttl = 3 * time.Second
 	a, b := open(t, url, Options{TTL: ttl}), open(t, url, Options{TTL: ttl})
 	renewals := make(chan struct{}, 100)
 	a.renewed = func() { renewals <- struct{}{} }
@@ -115,7 +118,11 @@ func TestLeaseRenewed(t *testing.T) {
 	}
 	began := time.Now()
 	for n := 0; n < 4 || time.Since(began) < 2*ttl; n++ { // renewed over more than two lifetimes
-		<-renewals
+		select {
+		case <-renewals:
+		case <-a.Lost():
+			t.Fatalf("the lease was lost after %d renewals, while held", n)
+		}
 		if _, err := b.Acquire(ctx, holderB); !errors.Is(err, quotashare.ErrLeaseHeld) {
 			t.Fatalf("Acquire after %d renewals = %v, want ErrLeaseHeld", n+1, err)
 		}

@@ -83,6 +83,7 @@ func TestUncleanPath(t *testing.T) {
 	for _, p := range []string{"/v1/../x", "/v1/./describejobqueues", "/v1//describejobqueues"} {
 		req, _ := http.NewRequest(http.MethodPost, s.URL+p, strings.NewReader("{}"))
 		req.URL.Opaque = p // as sent, not cleaned by the client
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultTransport.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)

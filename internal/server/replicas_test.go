@@ -187,6 +187,7 @@ func TestReplicas(t *testing.T) {
 	// A request already forwarded once is not forwarded again.
 	req, _ := http.NewRequest("POST", urlB+"/v1/describejobqueues", strings.NewReader("{}"))
 	req.Header.Set(ForwardedHeader, "elsewhere")
+	req.Header.Set("Content-Type", "application/json")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Amzn-ErrorType") != "ServerException" {
 		t.Errorf("a forwarded request at the standby: %v %v", resp, err)
 	} else {
