@@ -50,7 +50,6 @@ func (st *State) Preview(queue string, changes []PreviewChange) (Preview, error)
 	}
 	shares := maps.Clone(qs.shares)
 	now := st.now()
-	preempted := map[string]bool{}
 	for _, ch := range changes {
 		if ch.EnvironmentLimits != nil {
 			if err := checkEnvLimits(ch.EnvironmentLimits); err != nil {
@@ -77,7 +76,6 @@ func (st *State) Preview(queue string, changes []PreviewChange) (Preview, error)
 		}
 		for _, p := range s.Plan(now).Preemptions {
 			j := st.jobs[p.JobID]
-			preempted[p.JobID] = true
 			out.Preemptions = append(out.Preemptions, PreviewPreemption{JobID: p.JobID, JobName: j.Name, Share: p.Share,
 				Rule: p.Rule.String(), Reason: p.Reason})
 		}

@@ -140,7 +140,6 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 // poolView is every queue's pool.
 type poolView struct {
 	Queues []queueView
-	At     time.Time
 	// Token is the caller's form token when the dashboard may write ("" when it only reads).
 	Token string
 }
@@ -189,7 +188,7 @@ func (h *handler) pool(waits int) (poolView, error) {
 	if err != nil {
 		return poolView{}, err
 	}
-	v := poolView{At: time.Now()}
+	var v poolView
 	for _, q := range qs {
 		qv, err := h.queue(q.Name, waits)
 		if err != nil {

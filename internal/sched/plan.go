@@ -355,9 +355,15 @@ func (p *pass) claimAhead(j *job) (claim []int, by []*job) {
 // then names them).
 func (p *pass) heldBack(by []*job) {
 	for _, g := range by {
-		if !slices.Contains(p.s.heldFor, g) {
-			p.s.heldFor = append(p.s.heldFor, g)
-		}
+		p.holdFor(g)
+	}
+}
+
+// holdFor adds j to the jobs free capacity is held for in this pass, once.
+func (p *pass) holdFor(j *job) {
+	if j.heldPass != p.s.pass {
+		j.heldPass = p.s.pass
+		p.s.heldFor = append(p.s.heldFor, j)
 	}
 }
 
@@ -387,9 +393,7 @@ func (p *pass) reserve(j *job, victims []*job) {
 		}
 		if r := min(max(p.avail[nd.t], 0), nd.n-freeing); r > 0 {
 			p.avail[nd.t] -= r
-			if h := p.s.heldFor; len(h) == 0 || h[len(h)-1] != j {
-				p.s.heldFor = append(h, j)
-			}
+			p.holdFor(j)
 		}
 	}
 }
@@ -626,7 +630,7 @@ func (p *pass) visitOwn(j *job) bool {
 	}
 	if claim, by := p.claimAhead(j); claim != nil && !p.fitsOwnAfter(j, claim) {
 		// Its share's own room is claimed by jobs ahead of it waiting for their victims:
-		// it may borrow around them in phase 2, but takes nor preempts for that room.
+		// it may borrow around them in phase 2, but neither takes nor preempts for that room.
 		p.heldBack(by)
 		return true
 	}

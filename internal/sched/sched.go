@@ -132,6 +132,7 @@ type job struct {
 	need1         [1]need // backs need for the common single-type job (one allocation less)
 	state         jobState
 	seen          uint32   // pass number that last examined the job
+	heldPass      uint32   // pass number in which free capacity was held for the job (Scheduler.heldFor)
 	startedPass   uint32   // pass number that started the job's attempt
 	arrivedPass   uint32   // pass number current when the job last became RUNNABLE
 	earmark       *earmark // capacity being freed for this waiting job

@@ -160,9 +160,10 @@ type Borrower struct {
 // to that part exactly. Shares in name order, then attempts in the order they are met.
 func (s *Scheduler) Borrowers() []Borrower {
 	var out []Borrower
+	types := s.typesByName()
 	for _, sh := range s.order {
 		at := map[string]int{} // job id -> index in out
-		for _, t := range s.typesByName() {
+		for _, t := range types {
 			rest := sh.used[t] - sh.stopping[t] - sh.limit[t]
 			if rest <= 0 {
 				continue

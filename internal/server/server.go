@@ -694,11 +694,8 @@ func (s *Server) logs(l *leadership, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !hostName.MatchString(host) {
-		n := 0
-		for _, d := range j.Need {
-			n += d.Count
-		}
-		http.Error(w, fmt.Sprintf("host: %q must be an instance's host name, algo-1 to algo-%d", host, max(1, n)), http.StatusBadRequest)
+		hosts, _ := trainingjob.Instances(j.Need)
+		http.Error(w, fmt.Sprintf("host: %q must be an instance's host name, algo-1 to algo-%d", host, max(1, len(hosts))), http.StatusBadRequest)
 		return
 	}
 	var off int64
