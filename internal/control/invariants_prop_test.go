@@ -91,7 +91,11 @@ func genShareInput(t *rapid.T, name string) ShareInput {
 	}
 	for i, ty := range propTypes {
 		if i == 0 || rapid.Bool().Draw(t, name+".has."+ty) {
-			in.Limits = append(in.Limits, quotashare.Demand{InstanceType: ty, Count: rapid.IntRange(0, 3).Draw(t, name+".limit."+ty)})
+			least := 0
+			if i == 0 {
+				least = 1 // something of one type to lend, and to take back
+			}
+			in.Limits = append(in.Limits, quotashare.Demand{InstanceType: ty, Count: rapid.IntRange(least, 3).Draw(t, name+".limit."+ty)})
 		}
 	}
 	return in
@@ -336,23 +340,34 @@ func TestControlInvariants(t *testing.T) {
 		w.hook()
 		_, err = s.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"})
 		check(rt, err)
-		capacity := func(label string) []quotashare.Demand {
+		capacity := func(label string, base map[string]int) []quotashare.Demand {
 			var ds []quotashare.Demand
 			for _, ty := range propTypes {
-				ds = append(ds, quotashare.Demand{InstanceType: ty, Count: rapid.IntRange(1, 8).Draw(rt, label+"."+ty)})
+				ds = append(ds, quotashare.Demand{InstanceType: ty, Count: max(1, base[ty]+rapid.IntRange(-3, 4).Draw(rt, label+"."+ty))})
 				w.ledger.Capacity[ty] = ds[len(ds)-1].Count
 			}
 			return ds
 		}
-		_, err = s.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", Limits: capacity("capacity")})
+		// Two or three shares (a reclaim needs a lender and a borrower), and an environment
+		// about the size of their limits, as the core's property test draws them: capacity
+		// drawn without regard to the limits seldom leaves any lent to take back.
+		var ins []ShareInput
+		owned := map[string]int{}
+		for i := range rapid.IntRange(2, 3).Draw(rt, "shares") {
+			in := genShareInput(rt, fmt.Sprintf("s%d", i))
+			ins = append(ins, in)
+			for _, d := range in.Limits {
+				owned[d.InstanceType] += d.Count
+			}
+		}
+		_, err = s.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", Limits: capacity("capacity", owned)})
 		check(rt, err)
 		prio := 1
 		_, err = s.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: "p",
 			EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}})
 		check(rt, err)
 		var shares []string
-		for i := range rapid.IntRange(1, 3).Draw(rt, "shares") {
-			in := genShareInput(rt, fmt.Sprintf("s%d", i))
+		for _, in := range ins {
 			if _, err := s.CreateShare(in); err != nil {
 				continue // a configuration the API refuses
 			}
@@ -377,8 +392,8 @@ func TestControlInvariants(t *testing.T) {
 				if retries > 1 {
 					in.Retry = &quotashare.RetryStrategy{Attempts: retries}
 				}
-				if rapid.IntRange(0, 3).Draw(rt, "preemption limit") == 0 {
-					in.PreemptionRetries = new(rapid.IntRange(0, 2).Draw(rt, "preemptionRetries"))
+				if rapid.Bool().Draw(rt, "preemption limit") {
+					in.PreemptionRetries = new(rapid.SampledFrom([]int{0, 0, 1, 2}).Draw(rt, "preemptionRetries"))
 				}
 				c, err := CheckJob(in)
 				check(rt, err)
@@ -470,7 +485,7 @@ func TestControlInvariants(t *testing.T) {
 				}
 				w.command()
 			case 10: // the environment's capacity changes, sometimes below usage
-				limits := capacity("recapacity")
+				limits := capacity("recapacity", owned)
 				_, err := w.s.UpdateEnvironment("e", nil, limits)
 				w.log = append(w.log, fmt.Sprintf("capacity %v -> %v", limits, err))
 				check(rt, err)
