@@ -287,6 +287,18 @@ func (p *pass) keepsGuards(j *job, guards []*job) bool {
 	return ok
 }
 
+// assumeStartable assumes started, in order, each of guards that can borrow after those
+// before it, stopping at the first that cannot, and returns how many it assumed.
+func (p *pass) assumeStartable(guards []*job) int {
+	for n, g := range guards {
+		if !p.s.canBorrow(g, p.avail) {
+			return n
+		}
+		p.assume(g, 1)
+	}
+	return len(guards)
+}
+
 // guardsAhead returns the earmarked borrowers met in this pass that come before j in its
 // share's order.
 func (p *pass) guardsAhead(j *job) []*job {
@@ -618,21 +630,42 @@ func (p *pass) visitOwn(j *job) bool {
 		return true
 	}
 	if guards := p.guardsAhead(j); len(guards) > 0 {
-		// Nothing but a start that leaves them able to start: a reclaim or an in-share
-		// preemption would hold capacity for this job before they have theirs. If one of
-		// them cannot start after all, the job gets phase 1 again (settleGuards).
+		// A start that leaves them able to start, or else whatever the job would do once
+		// they have started (they come first in its share's order): with them counted as
+		// started, it reclaims, preempts in-share or waits for attempts to come of age for
+		// what it then lacks, now, in phase 1, before any borrower takes the capacity it
+		// reclaims. If one of them cannot start after all, the job gets phase 1 again
+		// (settleGuards); one that did nothing waits for the start-only chance after them.
 		if s.fitsOwn(j) && len(p.ownShortfall(j)) == 0 && p.keepsGuards(j, guards) {
 			p.start(j)
-		} else {
+			return true
+		}
+		n := p.assumeStartable(guards)
+		v := p.version
+		p.claimOwn(j, false)
+		for _, g := range slices.Backward(guards[:n]) {
+			p.assume(g, -1)
+		}
+		if p.version == v {
 			p.blocked = append(p.blocked, j)
 		}
 		return true
 	}
+	p.claimOwn(j, true)
+	return true
+}
+
+// claimOwn is phase 1 for j, a job of no earmark and no wait for attempts to come of
+// age: a start within its share's limit (unless mayStart is false), a reclaim, an
+// in-share preemption, a wait for attempts to come of age, or nothing (it may borrow in
+// phase 2).
+func (p *pass) claimOwn(j *job, mayStart bool) {
+	s := p.s
 	if claim, by := p.claimAhead(j); claim != nil && !p.fitsOwnAfter(j, claim) {
 		// Its share's own room is claimed by jobs ahead of it waiting for their victims:
 		// it may borrow around them in phase 2, but neither takes nor preempts for that room.
 		p.heldBack(by)
-		return true
+		return
 	}
 	if !s.fitsOwn(j) {
 		// Borrowing comes in phase 2; if the job cannot borrow, it may preempt now,
@@ -640,23 +673,24 @@ func (p *pass) visitOwn(j *job) bool {
 		if !s.canBorrow(j, p.avail) {
 			p.tryInShare(j)
 		}
-		return true
+		return
 	}
 	if len(p.ownShortfall(j)) == 0 {
-		p.start(j)
-		return true
+		if mayStart {
+			p.start(j)
+		}
+		return
 	}
 	if victims, freed, ok := s.reclaimVictims(j, p.avail, p.now); ok {
 		p.preempt(j, victims, freed, RuleReclaim)
-		return true
+		return
 	}
 	if p.waitForAge(j, RuleReclaim) {
 		// Its own share's lower-priority work is not preempted meanwhile: the borrowed
 		// capacity is the job's, only not yet.
-		return true
+		return
 	}
 	p.tryInShare(j)
-	return true
 }
 
 // tryInShare preempts strictly lower-priority attempts of j's share for j, where the

@@ -337,24 +337,57 @@ func (p *refPass) visitOwn(j *refJob) bool {
 	if len(ahead) > 0 {
 		if r.fitsOwn(j) && len(r.ownShort(j, p.avail)) == 0 && p.leavesStartable(j, ahead) {
 			p.start(j)
-		} else {
+			return true
+		}
+		// Whatever it would do once they have started, but start: counted as started,
+		// each that can borrow after those before it.
+		var assumed []*refJob
+		for _, g := range ahead {
+			if !r.canBorrow(g, p.avail) {
+				break
+			}
+			g.state = "active"
+			for _, d := range g.need {
+				p.avail[d.InstanceType] -= d.Count
+			}
+			assumed = append(assumed, g)
+		}
+		acted := p.own(j, false)
+		for _, g := range assumed {
+			g.state = "queued"
+			for _, d := range g.need {
+				p.avail[d.InstanceType] += d.Count
+			}
+		}
+		if !acted {
 			p.blocked = append(p.blocked, j)
 		}
 		return true
 	}
+	p.own(j, true)
+	return true
+}
+
+// own is phase 1 for a job of no earmark and no age wait; it reports whether the job
+// started, preempted or began to wait for attempts to come of age.
+func (p *refPass) own(j *refJob, mayStart bool) bool {
+	r := p.r
 	if claim, by := p.claim(j); claim != nil && !p.with(j, claim, func() bool { return r.fitsOwn(j) }) {
 		p.heldBack(by) // its share's room is claimed ahead of it: it may borrow in phase 2
-		return true
+		return false
 	}
 	if !r.fitsOwn(j) {
 		if !r.canBorrow(j, p.avail) {
-			p.inShare(j)
+			return p.inShare(j)
 		}
-		return true
+		return false
 	}
 	if len(r.ownShort(j, p.avail)) == 0 {
-		p.start(j)
-		return true
+		if mayStart {
+			p.start(j)
+			return true
+		}
+		return false
 	}
 	if victims, freedBy, ok := r.reclaim(j, p.avail, p.now); ok {
 		p.preempt(j, victims, freedBy, sched.RuleReclaim)
@@ -363,8 +396,7 @@ func (p *refPass) visitOwn(j *refJob) bool {
 	if p.waitForAge(j, sched.RuleReclaim) {
 		return true
 	}
-	p.inShare(j)
-	return true
+	return p.inShare(j)
 }
 
 // reclaim: victims from the shares over their limit, not protected at time at (anyAge:
@@ -641,16 +673,17 @@ func (p *refPass) visitInShare(j *refJob) bool {
 // inShare preempts strictly lower-priority attempts of j's share, not started in this
 // pass, where the share enables it and they cover what j lacks; or has j wait for those
 // the share's minimum run time protects.
-func (p *refPass) inShare(j *refJob) {
+// inShare reports whether j preempted or began to wait for attempts to come of age.
+func (p *refPass) inShare(j *refJob) bool {
 	r := p.r
 	if !r.shares[j.share].cfg.InSharePreemption || j.ageWait != nil {
-		return
+		return false
 	}
 	if victims, short, ok := r.inShareVictims(j, p.avail, p.now); ok {
 		p.preempt(j, victims, short, sched.RuleInShare)
-		return
+		return true
 	}
-	p.waitForAge(j, sched.RuleInShare)
+	return p.waitForAge(j, sched.RuleInShare)
 }
 
 // inShareVictims: strictly lower-priority attempts of j's share, not started in this
