@@ -21,6 +21,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,7 +156,27 @@ type runState struct {
 	// and an instance whose folder is missing as never started. (Recording the pids
 	// took a second file and rename per launch: a third of the server's CPU per start.)
 	PIDsUnrecorded bool `json:",omitempty"`
-	Instances      []instanceState
+	// Launch tells this launch of the attempt from any other on the host: another
+	// replica's copy of it (a new leader relaunches an attempt it cannot see) runs under
+	// names of its own, so neither's stop or cleanup touches the other's processes. ""
+	// for launches by versions before it, named by the attempt's id alone.
+	Launch    string `json:",omitempty"`
+	Instances []instanceState
+}
+
+// name is the launch's name on the host: its cgroups' and its processes' mark.
+func (st *runState) name(attemptID string) string {
+	if st.Launch == "" {
+		return attemptID
+	}
+	return attemptID + "~" + st.Launch
+}
+
+// newLaunch returns a name no other launch on the host has.
+func newLaunch() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 type instanceState struct {
@@ -329,11 +351,11 @@ func (x *Executor) launch(r *run) error {
 		}
 	}
 	// The attempt's folder is made by its supervisors, with their instances' folders.
-	r.state = runState{PIDsUnrecorded: true}
+	r.state = runState{PIDsUnrecorded: true, Launch: newLaunch()}
 	for i, t := range types {
 		is := instanceState{Host: hosts[i], Type: t, Supervisor: supervisor.Protocol}
 		if x.cgroups != "" {
-			is.Cgroup = filepath.Join(x.cgroups, cgroupName(r.spec.AttemptID, is.Host))
+			is.Cgroup = filepath.Join(x.cgroups, cgroupName(r.state.name(r.spec.AttemptID), is.Host))
 		}
 		if len(x.cfg.GPUs) > 0 {
 			n := x.GPUsFor(t)
@@ -466,7 +488,7 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 	}
 	env["QUOTASHARE_JOB_ID"] = r.spec.JobID
 	env["QUOTASHARE_ATTEMPT_ID"] = r.spec.AttemptID
-	env[instanceKey] = instanceValue(r.spec.AttemptID, is.Host)
+	env[instanceKey] = instanceValue(r.state.name(r.spec.AttemptID), is.Host)
 	env["QUOTASHARE_EXIT_FILE"] = filepath.Join(idir, "exitcode")
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
@@ -551,7 +573,7 @@ func (x *Executor) watch(r *run, is *instanceState, cmd *exec.Cmd) {
 			x.mu.Unlock()
 		}
 		if err != nil || is.Supervisor == 0 {
-			if !x.sweep(instanceMark(r.spec.AttemptID, is.Host), false) {
+			if !x.sweep(instanceMark(r.state.name(r.spec.AttemptID), is.Host), false) {
 				return
 			}
 		}
@@ -797,7 +819,7 @@ func (x *Executor) signalGroups(r *run, sig syscall.Signal) {
 	// its environment: one walk of /proc for every instance of the attempt. A process
 	// still in a group got the signal already: a second SIGTERM would run its handler
 	// again, in the middle of writing its checkpoint.
-	for _, pid := range find(instanceMark(r.spec.AttemptID, ""), true) {
+	for _, pid := range find(instanceMark(r.state.name(r.spec.AttemptID), ""), true) {
 		if pg, err := syscall.Getpgid(pid); err == nil && groups[pg] {
 			continue
 		}
@@ -879,7 +901,11 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 						killCgroup(is.Cgroup, x.sleep)
 					}
 				}
-				if !x.sweep("QUOTASHARE_ATTEMPT_ID="+spec.AttemptID, true) {
+				mark := "QUOTASHARE_ATTEMPT_ID=" + spec.AttemptID // before launches had names
+				if r.state.Launch != "" {
+					mark = instanceMark(r.state.name(spec.AttemptID), "")
+				}
+				if !x.sweep(mark, true) {
 					return
 				}
 				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,

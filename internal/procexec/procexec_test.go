@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -776,5 +777,60 @@ func TestForgetRemovesCgroup(t *testing.T) {
 	}
 	if _, err := os.Stat(kept); err != nil {
 		t.Errorf("the kept attempt's cgroup: %v", err)
+	}
+}
+
+// TestLaunchesApart: two executors on one host (two replicas, each with its own data
+// folder) launch the same attempt, as a new leader does when it relaunches an attempt
+// the old one still runs. Each launch has names of its own (cgroup, environment mark):
+// the first copy's stop and cleanup leave the second running.
+func TestLaunchesApart(t *testing.T) {
+	for _, containment := range []string{ContainCgroup, ContainSubreaper} {
+		t.Run(containment, func(t *testing.T) {
+			if _, err := cgroupRoot(); err != nil && containment == ContainCgroup {
+				t.Skipf("no cgroup containment here: %v", err)
+			}
+			base := t.TempDir()
+			old, oldCh := newExecWith(t, Config{Dir: filepath.Join(base, "old"), Grace: time.Second, Containment: containment})
+			cur, curCh := newExecWith(t, Config{Dir: filepath.Join(base, "new"), Grace: time.Second, Containment: containment})
+			s := spec("twice", payload(t, `echo $$ > "$SM_MODEL_DIR/pid"; exec sleep 300`, nil))
+			if err := old.Start(s); err != nil {
+				t.Fatal(err)
+			}
+			oldCh.next(t, quotashare.AttemptRunning)
+			if err := cur.Start(s); err != nil {
+				t.Fatal(err)
+			}
+			curCh.next(t, quotashare.AttemptRunning)
+			pidFile := filepath.Join(base, "new", "twice", "algo-1", "model", "pid")
+			waitFile(t, pidFile)
+			b, err := os.ReadFile(pidFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err := old.Stop("twice"); err != nil {
+				t.Fatal(err)
+			}
+			if rep := oldCh.next(t, quotashare.AttemptExited); !rep.Signalled {
+				t.Errorf("the first copy's end: %+v", rep)
+			}
+			// The first copy's cleanup is done (its report comes after it): the second
+			// copy must still run.
+			if err := syscall.Kill(pid, 0); err != nil {
+				t.Fatalf("the second copy (pid %d) was killed by the first one's stop: %v", pid, err)
+			}
+			select {
+			case rep := <-curCh:
+				t.Fatalf("the second copy reported %+v", rep)
+			default:
+			}
+			if err := cur.Stop("twice"); err != nil {
+				t.Fatal(err)
+			}
+			if rep := curCh.next(t, quotashare.AttemptExited); !rep.Signalled {
+				t.Errorf("the second copy's end: %+v", rep)
+			}
+		})
 	}
 }
