@@ -143,7 +143,9 @@ type run struct {
 	exited    int
 	launchErr error
 	hostErr   error // an instance's supervisor could not prepare it
-	signalled bool  // some program was still running when SIGTERM was sent
+	// statusLost: an instance's exit status was not written, on a full disk
+	statusLost error
+	signalled  bool // some program was still running when SIGTERM was sent
 }
 
 // runState is what the attempt's folder records: enough to adopt it after a restart.
@@ -190,6 +192,9 @@ type instanceState struct {
 	Supervisor int `json:",omitempty"`
 	// Cgroup is the instance's cgroup folder, if it has one.
 	Cgroup string `json:",omitempty"`
+	// status is the exit status of a supervisor this executor started and saw end
+	// normally: its program's, should it have found no room to write it down.
+	status *int
 }
 
 // New returns an executor. Call Recover once before Start.
@@ -397,6 +402,12 @@ func (x *Executor) launch(r *run) error {
 	return nil
 }
 
+// diskFull reports whether the file system holding path has no block left for a user.
+func diskFull(path string) bool {
+	var fs syscall.Statfs_t
+	return syscall.Statfs(path, &fs) == nil && fs.Bavail == 0
+}
+
 // jobError is a launch failure that is the job's fault (its entrypoint is no program);
 // any other launch failure is the host's (descriptors, disk, process limits).
 type jobError struct{ err error }
@@ -567,9 +578,13 @@ func (x *Executor) watch(r *run, is *instanceState, cmd *exec.Cmd) {
 			killCgroup(is.Cgroup, x.sleep)
 		}
 		_, err := os.Stat(filepath.Join(r.dir, is.Host, "exitcode"))
-		if err != nil && cmd != nil && cmd.ProcessState.ExitCode() == supervisor.SetupFailed {
+		if err != nil && cmd != nil {
 			x.mu.Lock()
-			r.hostErr = fmt.Errorf("%s: its supervisor could not prepare the instance's folder and logs under the attempt's folder (a full or read-only disk?)", is.Host)
+			if c := cmd.ProcessState.ExitCode(); c == supervisor.SetupFailed {
+				r.hostErr = fmt.Errorf("%s: its supervisor could not prepare the instance's folder and logs under the attempt's folder (a full or read-only disk?)", is.Host)
+			} else if c >= 0 && is.Supervisor > 0 {
+				is.status = &c
+			}
 			x.mu.Unlock()
 		}
 		if err != nil || is.Supervisor == 0 {
@@ -651,6 +666,13 @@ func (x *Executor) result(r *run) quotashare.Report {
 		idir := filepath.Join(r.dir, is.Host)
 		b, err := os.ReadFile(filepath.Join(idir, "exitcode"))
 		code, cerr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if (err != nil || cerr != nil) && is.status != nil {
+			code, err, cerr = *is.status, nil, nil // told by the supervisor's own exit
+		}
+		if (err != nil || cerr != nil) && !r.killed && diskFull(idir) {
+			// Not the job's failure: its status found no room on the disk.
+			r.statusLost = fmt.Errorf("%s ended without an exit status, and the disk of %s is full", is.Host, filepath.Dir(r.dir))
+		}
 		switch {
 		case err != nil || cerr != nil || r.killed && code == 128+int(syscall.SIGKILL):
 			why := "was killed before it could exit (SIGKILL)"
@@ -674,6 +696,9 @@ func (x *Executor) result(r *run) quotashare.Report {
 		}
 	}
 	switch {
+	case r.statusLost != nil && r.launchErr == nil && !r.timedOut:
+		rep.Capacity, rep.Kind, rep.ExitCode = true, quotashare.ExitHostError, nil
+		rep.Reason = "HOST:DISK_FULL - " + r.statusLost.Error() + "; the job is requeued without using an attempt"
 	case r.hostErr != nil && r.launchErr == nil:
 		h := hostFailure(r.spec, r.hostErr)
 		rep.Capacity, rep.Kind, rep.Reason, rep.ExitCode = true, h.Kind, h.Reason, nil

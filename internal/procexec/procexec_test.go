@@ -834,3 +834,40 @@ func TestLaunchesApart(t *testing.T) {
 		})
 	}
 }
+
+// TestExitOnFullDisk: a job that fills the disk of the attempts folder and then exits 0
+// succeeds (its supervisor made the exit status's file at the start, and its own exit
+// status says it too); one whose status is lost there is the host's failure, requeued
+// without using an attempt, not the job's. The disk is a 1 MiB tmpfs (root only).
+func TestExitOnFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("cannot mount a small tmpfs here: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	x, ch := newExecWith(t, Config{Dir: filepath.Join(dir, "attempts"), Grace: time.Second})
+	fill := `cat /dev/zero > "$SM_MODEL_DIR/fill" 2>/dev/null; `
+	if err := x.Start(spec("full", payload(t, fill+"exit 0", nil))); err != nil {
+		t.Fatal(err)
+	}
+	if rep := ch.next(t, quotashare.AttemptExited); !rep.Success || rep.Capacity {
+		t.Errorf("a job that exited 0 on a full disk: %+v", rep)
+	}
+	if !diskFull(dir) {
+		t.Fatalf("the job did not fill the disk")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "attempts", "full", "algo-1", "exitcode")); string(b) != "0\n" {
+		t.Errorf("the exit status's file on the full disk: %q, %v", b, err)
+	}
+	os.Remove(filepath.Join(dir, "attempts", "full", "algo-1", "model", "fill"))
+
+	// The status lost: no file made at the start (the disk full already), and no
+	// supervisor this executor saw end (as after a restart).
+	if err := x.Start(spec("lost", payload(t, `rm -f "$QUOTASHARE_EXIT_FILE.tmp"; `+fill+`kill -9 $PPID; exit 0`, nil))); err != nil {
+		t.Fatal(err)
+	}
+	rep := ch.next(t, quotashare.AttemptExited)
+	if !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.Contains(rep.Reason, "disk") {
+		t.Errorf("a job whose status the full disk lost: %+v, want a host failure naming the disk", rep)
+	}
+}

@@ -119,6 +119,15 @@ func supervise(exitFile, cgroup string, argv []string) int {
 		logs[i] = f
 	}
 	s.stderr = logs[1]
+	// The exit status's file, made now with room for any status: written in place at
+	// the end, it needs no new block of a disk the job may have filled meanwhile.
+	if f, err := os.OpenFile(exitFile+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
+		_, err = f.WriteString(exitPad)
+		f.Close()
+		if err != nil {
+			os.Remove(exitFile + ".tmp")
+		}
+	}
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
 		s.say("PR_SET_CHILD_SUBREAPER: %v", e)
 	}
@@ -178,10 +187,29 @@ func supervise(exitFile, cgroup string, argv []string) int {
 	return s.exit(exitFile, s.code)
 }
 
-// exit writes the exit status where the executor reads it, and removes the cgroup.
+// exitPad is what the exit status's file holds until the status is written: room for
+// any of them.
+const exitPad = "-1         \n"
+
+// exit writes the exit status where the executor reads it, and removes the cgroup. It
+// writes into the file made at the start where there is one (a full disk has no block
+// for a new one) and makes one otherwise. Its own exit status is code, which tells the
+// executor that started it the program's status even if no file could be written.
 func (s *supervisor) exit(exitFile string, code int) int {
 	tmp := exitFile + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(code)+"\n"), 0o644); err != nil {
+	b := []byte(strconv.Itoa(code) + "\n")
+	f, err := os.OpenFile(tmp, os.O_WRONLY, 0)
+	if err == nil {
+		if _, err = f.WriteAt(b, 0); err == nil {
+			err = f.Truncate(int64(len(b)))
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	} else {
+		err = os.WriteFile(tmp, b, 0o644)
+	}
+	if err != nil {
 		s.say("%v", err)
 	} else if err := os.Rename(tmp, exitFile); err != nil {
 		s.say("%v", err)
