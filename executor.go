@@ -17,6 +17,10 @@ type AttemptSpec struct {
 	StartedAt time.Time
 	// Stopping is set, for Recover, on an attempt the server was stopping.
 	Stopping bool
+	// Launch numbers the server's decisions to start an attempt (from 1, across jobs;
+	// 0 for an attempt handed to Recover): the store counts them, and an executor that
+	// records it (LaunchRecorder) shows a store that lost its last commits.
+	Launch int64
 }
 
 // ReportState is what an executor reports of an attempt.
@@ -85,4 +89,15 @@ type Executor interface {
 type Forgetter interface {
 	Forget(attemptIDs []string) error
 	Prune(keep func(attemptID string) bool) (removed int, err error)
+}
+
+// LaunchRecorder is an Executor that records, on a disk of its own, each attempt's
+// AttemptSpec.Launch as it launches it. The store commits a launch before the executor
+// gets it, so a recorded launch above the store's count means the store lost commits
+// (a database restored from an old copy, a deleted or cut write-ahead log): the server
+// then refuses to start rather than run on with jobs forgotten.
+type LaunchRecorder interface {
+	// LastLaunch is the highest launch number recorded, with the attempt that has it
+	// and where the records are (a folder); 0 for none.
+	LastLaunch() (n int64, attemptID, where string)
 }

@@ -62,6 +62,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return nil
 	})
 	unstaged := fs.String("unstaged-channels", "refuse", "local executor: refuse payloads whose InputDataConfig channels name data not on this host, or allow them (the job fetches its own data)")
+	acceptLoss := fs.Bool("accept-data-loss", false, "start although the attempts folder shows launches the database does not have (it lost its last commits, and the jobs in them): back the data folder up first; without it such a start is refused")
 	initData := fs.Bool("init", false, "start on a data folder whose database is missing or empty although its attempts/ shows prior use (it would otherwise be refused)")
 	insecure := fs.Bool("insecure-no-auth", false, "allow an --addr beyond loopback without --credentials (anyone who reaches it can run commands here)")
 	containment := fs.String("containment", procexec.ContainAuto, "local executor: how each instance's processes are held so that none outlives it: auto (a cgroup v2 per instance where the host allows it, else a subreaper supervisor walking its descendants), cgroup (required), or subreaper")
@@ -96,7 +97,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--lease-ttl: %s must be at least 1s", *leaseTTL)
 	}
 	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace, Credentials: *creds, RetainFinished: *retain,
-		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData, UnstagedChannels: *unstaged == "allow", Containment: *containment}
+		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData, AcceptDataLoss: *acceptLoss, UnstagedChannels: *unstaged == "allow", Containment: *containment}
 	cfg.NoMetrics = *noMetrics
 	cfg.StoreURL, cfg.LeaseTTL, cfg.AdvertiseAddr = *store, *leaseTTL, *advertise
 	cfg.DashboardStreams = *dashStreams

@@ -77,6 +77,7 @@ type State struct {
 	clock    time.Time                               // the time of the call, from SetTime
 	lastNow  time.Time
 	limitsAt time.Time // when timeLimits last ran
+	launches int64     // attempts ever started (stored in the _format record)
 	finished finishedList
 	// moreToSweep: the last sweep stopped at its batch limit (MoreToSweep); budget: the
 	// most the next may remove, negative for SweepBatch (SetSweepBudget).
@@ -321,6 +322,7 @@ func (st *State) load(load func(fn func(Loaded) error) error) error {
 					return fmt.Errorf("the store is of format version %d, newer than this quotashare knows (%d): upgrade quotashare", f.Version, formatVersion)
 				}
 				version = f.Version
+				st.launches = f.Launches
 				if f.JobKeysByTimeSince != nil {
 					st.jobKeysSince = *f.JobKeysByTimeSince
 				}
@@ -635,7 +637,24 @@ func (st *State) start(j *quotashare.Job, g sched.Start, now time.Time) {
 	st.decide(Decision{Kind: "start", Queue: j.Queue, Share: j.Share, Job: j.ID, JobName: j.Name, Priority: j.Priority, Borrowed: demandsText(g.Borrowed),
 		Text: fmt.Sprintf("start    %s (%s, share %s, priority %d)%s", j.Name, j.ID, j.Share, j.Priority, borrowText(g.Borrowed))})
 	spec := st.spec(j)
+	st.launches++
+	spec.Launch = st.launches
+	st.touch(kindFormat, keyFormat)
 	st.act(Action{Start: &spec})
+}
+
+// Launches is how many attempts the state has started, ever: the highest
+// quotashare.AttemptSpec.Launch it gave.
+func (st *State) Launches() int64 { return st.launches }
+
+// AcceptLaunches raises the count of launches to n, where an executor recorded more than
+// the store kept (its last commits were lost, and the operator accepts it): the next
+// launches are numbered after n. The next Flush stores it.
+func (st *State) AcceptLaunches(n int64) {
+	if n > st.launches {
+		st.launches = n
+		st.touch(kindFormat, keyFormat)
+	}
 }
 
 func borrowText(b []quotashare.Demand) string {

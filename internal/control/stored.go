@@ -48,6 +48,9 @@ type storedFormat struct {
 	// 2): the jobs created before, in format 1 or 0, are keyed by id. Absent when the
 	// store began in format 2.
 	JobKeysByTimeSince *time.Time `json:"jobKeysByTimeSince,omitempty"`
+	// Launches counts the attempts ever started (quotashare.AttemptSpec.Launch): an
+	// executor's record of a higher one shows a store that lost commits.
+	Launches int64 `json:"launches,omitempty"`
 }
 
 type storedDemand struct {
@@ -277,6 +280,8 @@ func (st *State) encode(k recKey) quotashare.Record {
 		if j := st.jobs[k.id]; j != nil {
 			v = toStoredJob(j)
 		}
+	case kindFormat:
+		return st.formatRecord()
 	}
 	r := quotashare.Record{Kind: k.kind, Key: k.key}
 	if v != nil {
@@ -434,13 +439,17 @@ func (st *State) Upgrade() []quotashare.Record {
 			batch = append(batch, st.encode(recKey{kindJob, st.jobKey(j), j.ID}))
 		}
 	}
-	format := storedFormat{Version: formatVersion}
+	return append(batch, st.formatRecord())
+}
+
+// formatRecord is the _format record of the current format.
+func (st *State) formatRecord() quotashare.Record {
+	format := storedFormat{Version: formatVersion, Launches: st.launches}
 	if !st.jobKeysSince.IsZero() {
 		format.JobKeysByTimeSince = &st.jobKeysSince
 	}
 	f, _ := json.Marshal(format)
-	batch = append(batch, quotashare.Record{Kind: kindFormat, Key: keyFormat, Body: f})
-	return batch
+	return quotashare.Record{Kind: kindFormat, Key: keyFormat, Body: f}
 }
 
 // Upgraded records that the batch Upgrade returned is committed.

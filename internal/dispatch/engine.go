@@ -55,7 +55,15 @@ type Config struct {
 	// Observe, if set, hears how long each loop step (reports, time limits, passes) and
 	// each commit took, and how many records the commit wrote: for metrics.
 	Observe Observer
+	// AcceptDataLoss lets Run go on where the executor recorded launches the store does
+	// not count (the store lost commits): the operator has backed the data up and
+	// accepts that the jobs of the lost commits are gone. Without it, Run refuses.
+	AcceptDataLoss bool
 }
+
+// ErrStoreBehind is returned (wrapped, naming the attempt and the records) by Run when
+// the executor recorded a launch that the store does not count: the store lost commits.
+var ErrStoreBehind = errors.New("the store is older than the executor's records of the attempts it launched")
 
 // Observer receives the loop's timings.
 type Observer interface {
@@ -213,6 +221,9 @@ func (e *Engine) Run(x quotashare.Executor) error {
 	e.mu.Lock()
 	e.exec = x
 	e.mu.Unlock()
+	if err := e.checkLaunches(x); err != nil {
+		return err
+	}
 	if err := e.recoverAttempts(); err != nil {
 		return err
 	}
@@ -240,6 +251,33 @@ func (e *Engine) Run(x quotashare.Executor) error {
 			e.prune(f)
 		}()
 	}
+	return nil
+}
+
+// checkLaunches compares the launches the executor recorded with those the store counts.
+// A commit reaches the store before its launches reach the executor, so a recorded launch
+// the store does not count shows that the store lost its last commits, with the jobs they
+// held: Run refuses, before Recover or Prune touch the attempts that show it, unless the
+// operator accepts the loss (then the count goes on from the recorded launch).
+func (e *Engine) checkLaunches(x quotashare.Executor) error {
+	lr, ok := x.(quotashare.LaunchRecorder)
+	if !ok {
+		return nil
+	}
+	n, id, where := lr.LastLaunch()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	have := e.st.Launches()
+	if n <= have {
+		return nil
+	}
+	if !e.cfg.AcceptDataLoss {
+		return fmt.Errorf("%w: attempt %s in %s was launch %d, and the store counts only %d launches, so it lost its last commits and the jobs in them (a database copied back from before, or its -wal file deleted or cut short)",
+			ErrStoreBehind, id, where, n, have)
+	}
+	e.cfg.Control.Logf("quotashare: the store counts %d launches and %s records launch %d (attempt %s): going on as --accept-data-loss says; the jobs of the lost commits are gone", have, where, n, id)
+	e.st.AcceptLaunches(n)
+	e.poke()
 	return nil
 }
 

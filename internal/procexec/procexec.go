@@ -128,7 +128,10 @@ func supervisorPath(dir string) (string, string) {
 	return p, p
 }
 
-var _ quotashare.Executor = (*Executor)(nil)
+var (
+	_ quotashare.Executor       = (*Executor)(nil)
+	_ quotashare.LaunchRecorder = (*Executor)(nil)
+)
 
 // run is one attempt.
 type run struct {
@@ -158,20 +161,22 @@ type runState struct {
 	// and an instance whose folder is missing as never started. (Recording the pids
 	// took a second file and rename per launch: a third of the server's CPU per start.)
 	PIDsUnrecorded bool `json:",omitempty"`
-	// Launch tells this launch of the attempt from any other on the host: another
+	// LaunchID tells this launch of the attempt from any other on the host: another
 	// replica's copy of it (a new leader relaunches an attempt it cannot see) runs under
 	// names of its own, so neither's stop or cleanup touches the other's processes. ""
 	// for launches by versions before it, named by the attempt's id alone.
-	Launch    string `json:",omitempty"`
+	LaunchID string `json:",omitempty"`
+	// Seq is the attempt's quotashare.AttemptSpec.Launch (0: unknown): LastLaunch.
+	Seq       int64 `json:",omitempty"`
 	Instances []instanceState
 }
 
 // name is the launch's name on the host: its cgroups' and its processes' mark.
 func (st *runState) name(attemptID string) string {
-	if st.Launch == "" {
+	if st.LaunchID == "" {
 		return attemptID
 	}
-	return attemptID + "~" + st.Launch
+	return attemptID + "~" + st.LaunchID
 }
 
 // newLaunch returns a name no other launch on the host has.
@@ -356,7 +361,7 @@ func (x *Executor) launch(r *run) error {
 		}
 	}
 	// The attempt's folder is made by its supervisors, with their instances' folders.
-	r.state = runState{PIDsUnrecorded: true, Launch: newLaunch()}
+	r.state = runState{PIDsUnrecorded: true, LaunchID: newLaunch(), Seq: r.spec.Launch}
 	for i, t := range types {
 		is := instanceState{Host: hosts[i], Type: t, Supervisor: supervisor.Protocol}
 		if x.cgroups != "" {
@@ -927,7 +932,7 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 					}
 				}
 				mark := "QUOTASHARE_ATTEMPT_ID=" + spec.AttemptID // before launches had names
-				if r.state.Launch != "" {
+				if r.state.LaunchID != "" {
 					mark = instanceMark(r.state.name(spec.AttemptID), "")
 				}
 				if !x.sweep(mark, true) {
@@ -996,6 +1001,19 @@ func (x *Executor) Forget(attemptIDs []string) error {
 	err := x.journal.forget(attemptIDs...)
 	x.mu.Unlock()
 	return errors.Join(err, attemptdir.Remove(x.cfg.Dir, attemptIDs))
+}
+
+// LastLaunch is the highest launch number of the attempts the journal records (those not
+// forgotten).
+func (x *Executor) LastLaunch() (n int64, attemptID, where string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for id, st := range x.journal.states {
+		if st.Seq > n || st.Seq == n && n > 0 && id < attemptID {
+			n, attemptID = st.Seq, id
+		}
+	}
+	return n, attemptID, x.cfg.Dir
 }
 
 // Prune removes the folders of attempts whose job is gone.

@@ -6,6 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/sqlite"
 )
 
 // TestExposure: a server beyond loopback needs credentials (or an explicit
@@ -93,4 +100,73 @@ func TestUncleanPath(t *testing.T) {
 			t.Errorf("%s: %d %s", p, resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"))
 		}
 	}
+}
+
+// TestOlderDatabase: a database older than the attempts folder shows (copied back from
+// before, or its -wal file lost after a crash) is refused, naming the attempt that shows
+// it, the database and the way out, and touching no attempt; --accept-data-loss starts
+// without the lost jobs, and the launches go on being counted from the recorded one.
+func TestOlderDatabase(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	t.Cleanup(func() { killJobs(data) })
+	run := func(accept bool, name string) (jobs []string) {
+		t.Helper()
+		s, err := Start(Config{Addr: "127.0.0.1:0", Data: data, Logf: t.Logf, AcceptDataLoss: accept})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		c := newClient(s.URL)
+		if name == "first" {
+			setup(t, c, "q", 2, share("a", types.QuotaShareResourceSharingStrategyReserve, 2, nil, false))
+		}
+		id := submit(t, c, "q", name, "a", 0, "true")
+		waitStatus(t, c, id, types.ServiceJobStatusSucceeded)
+		return []string{id}
+	}
+	db := filepath.Join(data, sqlite.FileName)
+	files := []string{db, db + "-wal", db + "-shm"}
+	first := run(false, "first")
+	saved := map[string][]byte{}
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			saved[f] = b
+		}
+	}
+	lost := run(false, "lost")
+	for _, f := range files { // the database as it was before the second job
+		os.Remove(f)
+		if b, ok := saved[f]; ok {
+			os.WriteFile(f, b, 0o600)
+		}
+	}
+	lostAttempt := filepath.Join(data, "attempts", quotashare.AttemptID(lost[0], 1))
+	_, err := Start(Config{Addr: "127.0.0.1:0", Data: data, Logf: t.Logf})
+	if err == nil {
+		t.Fatal("a database older than its attempts folder was accepted")
+	}
+	t.Logf("refused: %v", err)
+	for _, want := range []string{quotashare.AttemptID(lost[0], 1), db, "--accept-data-loss", "lost its last commits"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not name %q", err, want)
+		}
+	}
+	if _, err := os.Stat(lostAttempt); err != nil {
+		t.Errorf("the refused start touched the lost job's attempt: %v", err)
+	}
+
+	s, err := Start(Config{Addr: "127.0.0.1:0", Data: data, Logf: t.Logf, AcceptDataLoss: true})
+	if err != nil {
+		t.Fatalf("with --accept-data-loss: %v", err)
+	}
+	c := newClient(s.URL)
+	if describe(t, c, first[0]).Status != types.ServiceJobStatusSucceeded {
+		t.Errorf("the first job is not there as it was")
+	}
+	if _, err := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(lost[0])}); err == nil {
+		t.Errorf("the lost job is there")
+	}
+	s.Close()
+	run(false, "after") // counted on from the recorded launch: no flag needed from now on
+	run(false, "again")
 }

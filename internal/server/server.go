@@ -107,6 +107,9 @@ type Config struct {
 	// whose database is missing or empty; without it such a folder is refused, since a
 	// lost database would otherwise start empty without a word.
 	Init bool
+	// AcceptDataLoss lets the server start on a store that lost commits the executor's
+	// records show (dispatch.Config.AcceptDataLoss).
+	AcceptDataLoss bool
 	// UnstagedChannels lets local jobs name data channels the executor does not stage.
 	UnstagedChannels bool
 	// Containment is how the local executor holds each instance's processes
@@ -354,7 +357,7 @@ func (s *Server) lead(ctx context.Context, standingBy func()) (*leadership, erro
 		stopLog = logLoading(cfg.Logf, &s.loaded, began)
 	}
 	engine, err := dispatch.OpenContext(ctx, dispatch.Config{Store: s.store, Holder: s.holder, Observe: observe, LeaseWait: s.leaseWait,
-		Standby: standby, Acquired: acquired,
+		Standby: standby, Acquired: acquired, AcceptDataLoss: cfg.AcceptDataLoss,
 		LoadProgress: func(n int) { s.loaded.Store(int64(n)) },
 		Control: control.Config{Sched: cfg.Sched, Logf: cfg.Logf, Decide: cfg.Decide,
 			RetainFinished: retention(cfg.RetainFinished), InstanceType: knownTypes(cfg),
@@ -385,6 +388,13 @@ func (s *Server) lead(ctx context.Context, standingBy func()) (*leadership, erro
 	if err := engine.Run(x); err != nil {
 		engine.Close()
 		x.Close()
+		if errors.Is(err, dispatch.ErrStoreBehind) {
+			db := "the PostgreSQL database"
+			if cfg.Store == nil && cfg.StoreURL == "" {
+				db = filepath.Join(cfg.Data, sqlite.FileName)
+			}
+			err = fmt.Errorf("%w. Restore %s with its -wal file from a backup; or, to go on without the lost jobs, back up %s and start again with --accept-data-loss", err, db, cfg.Data)
+		}
 		return nil, err
 	}
 	l := &leadership{engine: engine, exec: x}
