@@ -414,7 +414,9 @@ func (r *Reference) neverFits(j *refJob) bool {
 func (r *Reference) idle(share, t string, avail map[string]int) int {
 	pool, borrowed := 0, 0
 	for name, o := range r.shares {
-		borrowed += max(0, r.live(name, t)-r.limit(name, t))
+		// What live attempts borrow, and what a claim on the share's room (see claim)
+		// takes beyond its limit: the claimant will borrow that much when it starts.
+		borrowed += max(0, r.live(name, t)+r.claimed[name][t]-r.limit(name, t))
 		if name != share && o.cfg.Strategy.Lends() {
 			pool += max(0, r.limit(name, t)-r.used(name, t)-r.promised(name, t))
 		}
