@@ -382,6 +382,9 @@ func (e *Engine) isDeposed() bool {
 // acts now. Close it then; a standby may open a new engine to wait for the lease again.
 func (e *Engine) Deposed() <-chan struct{} { return e.gone }
 
+// Closing is closed once Close has begun.
+func (e *Engine) Closing() <-chan struct{} { return e.stop }
+
 // Settle returns once a cycle has run wholly after the call (reports applied, passes
 // run, the batch committed) and the executor has been handed every call committed up to
 // it: what a test waits for before it checks that something did not happen.

@@ -273,6 +273,18 @@ func (d *DB) lose(lost chan struct{}, why error) {
 	close(lost)
 }
 
+// Deadline is when this handle stops trusting the lease it holds unless a renewal gets
+// through first (zero while it holds none): until then, and no longer, the server may
+// act, and its local executor's attempts may run (the server writes it into their fence).
+func (d *DB) Deadline() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held == nil {
+		return time.Time{}
+	}
+	return d.deadline
+}
+
 // LostCause says why Lost was closed.
 func (d *DB) LostCause() error {
 	d.mu.Lock()

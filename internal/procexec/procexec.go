@@ -79,6 +79,15 @@ type Config struct {
 	// Supervisor is the supervisor program (default: quotashare-supervisor beside this
 	// executable, else this executable itself, started as supervisor.Arg0).
 	Supervisor string
+	// Fenced is set on a shared store, where another replica may take over: each
+	// attempt's supervisors stop its job on their own once the deadline SetFence last
+	// gave has passed (supervisor.FenceEnv). Call SetFence before the first launch, and
+	// again as the lease is renewed.
+	Fenced bool
+	// RelaunchAfter, if positive, is how long Recover waits before it starts again an
+	// attempt it finds no trace of (another replica launched it, on its host): time for
+	// that replica's fence to have stopped it (its lease's TTL and the stop grace).
+	RelaunchAfter time.Duration
 }
 
 // BaseEnv is the environment every job starts from (HOME is set to the instance's work
@@ -101,6 +110,15 @@ type Executor struct {
 	supervisor string
 	// journal records each launch before its first process starts.
 	journal *journal
+	// pending are the attempts Recover starts again after Config.RelaunchAfter: a Stop
+	// meanwhile cancels one.
+	pending map[string]*relaunch
+}
+
+// relaunch is an attempt Recover starts again later.
+type relaunch struct {
+	timer   *time.Timer
+	stopped bool // Stop came while it was being started
 }
 
 // Any binary that links this package is a supervisor when started under its name: the
@@ -148,6 +166,7 @@ type run struct {
 	hostErr   error // an instance's supervisor could not prepare it
 	// statusLost: an instance's exit status was not written, on a full disk
 	statusLost error
+	fenced     bool // a supervisor stopped its job when the server stopped renewing its lease
 	signalled  bool // some program was still running when SIGTERM was sent
 }
 
@@ -226,7 +245,8 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the launch journal: %w", err)
 	}
-	x := &Executor{cfg: cfg, runs: map[string]*run{}, gpus: map[string]string{}, done: make(chan struct{}), journal: j}
+	x := &Executor{cfg: cfg, runs: map[string]*run{}, gpus: map[string]string{}, done: make(chan struct{}), journal: j,
+		pending: map[string]*relaunch{}}
 	var which string
 	if cfg.Supervisor != "" {
 		x.supervisor, which = cfg.Supervisor, cfg.Supervisor
@@ -506,6 +526,9 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 	env["QUOTASHARE_ATTEMPT_ID"] = r.spec.AttemptID
 	env[instanceKey] = instanceValue(r.state.name(r.spec.AttemptID), is.Host)
 	env["QUOTASHARE_EXIT_FILE"] = filepath.Join(idir, "exitcode")
+	if x.cfg.Fenced {
+		env[supervisor.FenceEnv] = filepath.Join(x.cfg.Dir, fenceName)
+	}
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		out = append(out, k+"="+env[k])
@@ -671,6 +694,9 @@ func (x *Executor) result(r *run) quotashare.Report {
 		idir := filepath.Join(r.dir, is.Host)
 		b, err := os.ReadFile(filepath.Join(idir, "exitcode"))
 		code, cerr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if _, ferr := os.Stat(filepath.Join(idir, supervisor.FencedFile)); ferr == nil {
+			r.fenced = true
+		}
 		if (err != nil || cerr != nil) && is.status != nil {
 			code, err, cerr = *is.status, nil, nil // told by the supervisor's own exit
 		}
@@ -701,6 +727,9 @@ func (x *Executor) result(r *run) quotashare.Report {
 		}
 	}
 	switch {
+	case r.fenced && !r.stopping:
+		rep.Capacity, rep.Kind, rep.ExitCode, rep.Success = true, quotashare.ExitHostError, nil, false
+		rep.Reason = "HOST:FENCED - the server that launched the attempt stopped renewing its lease on the store, and its supervisors stopped the job so that another replica could run it; the job is requeued without using an attempt"
 	case r.statusLost != nil && r.launchErr == nil && !r.timedOut:
 		rep.Capacity, rep.Kind, rep.ExitCode = true, quotashare.ExitHostError, nil
 		rep.Reason = "HOST:DISK_FULL - " + r.statusLost.Error() + "; the job is requeued without using an attempt"
@@ -780,6 +809,17 @@ func readTail(path string, n int64) ([]byte, error) {
 func (x *Executor) Stop(attemptID string) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if p, ok := x.pending[attemptID]; ok {
+		if !p.timer.Stop() {
+			p.stopped = true // being started: stopped once it is
+			return nil
+		}
+		delete(x.pending, attemptID)
+		jobID, _, _ := quotashare.ParseAttemptID(attemptID)
+		go x.report(quotashare.Report{JobID: jobID, AttemptID: attemptID, State: quotashare.AttemptExited,
+			Kind: quotashare.ExitStopped, Reason: "Stopped before it started"})
+		return nil
+	}
 	r := x.runs[attemptID]
 	if r == nil || r.stopping {
 		return nil
@@ -889,6 +929,12 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 					Kind: quotashare.ExitStopped, Reason: "Stopped before it started"})
 				continue
 			}
+			if x.cfg.RelaunchAfter > 0 {
+				// Launched by another replica, which may still run it until its fence
+				// stops it: started again once that has surely happened.
+				x.relaunchLater(spec)
+				continue
+			}
 			if err := x.Start(spec); err != nil {
 				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
 					Kind: quotashare.ExitCannotStart, Reason: "CannotStart: " + err.Error()})
@@ -965,6 +1011,38 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 	return nil
 }
 
+// relaunchLater starts spec after Config.RelaunchAfter, unless Stop or Close come first.
+func (x *Executor) relaunchLater(spec quotashare.AttemptSpec) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, ok := x.pending[spec.AttemptID]; ok {
+		return
+	}
+	if x.cfg.Logf != nil {
+		x.cfg.Logf("quotashare: attempt %s ran under another replica and has no trace here: starting it again in %s, once that replica's fence has stopped it", spec.AttemptID, x.cfg.RelaunchAfter)
+	}
+	p := &relaunch{}
+	x.pending[spec.AttemptID] = p
+	p.timer = time.AfterFunc(x.cfg.RelaunchAfter, func() {
+		select {
+		case <-x.done:
+			return
+		default:
+		}
+		err := x.Start(spec)
+		x.mu.Lock()
+		delete(x.pending, spec.AttemptID)
+		stopped := p.stopped
+		x.mu.Unlock()
+		if err != nil {
+			x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
+				Kind: quotashare.ExitCannotStart, Reason: "CannotStart: " + err.Error()})
+		} else if stopped {
+			x.Stop(spec.AttemptID)
+		}
+	})
+}
+
 // Close stops watching; the processes go on, to be adopted by the next Recover.
 func (x *Executor) Close() error {
 	x.mu.Lock()
@@ -977,6 +1055,9 @@ func (x *Executor) Close() error {
 		if r.timer != nil {
 			r.timer.Stop()
 		}
+	}
+	for _, p := range x.pending {
+		p.timer.Stop()
 	}
 	x.journal.close()
 	x.mu.Unlock()
@@ -1001,6 +1082,23 @@ func (x *Executor) Forget(attemptIDs []string) error {
 	err := x.journal.forget(attemptIDs...)
 	x.mu.Unlock()
 	return errors.Join(err, attemptdir.Remove(x.cfg.Dir, attemptIDs))
+}
+
+// fenceName is the fence's file in the executor's folder (starting with a dot, so that
+// attemptdir.Prune passes over it).
+const fenceName = ".fence"
+
+// SetFence says until when the server may act (its lease's local deadline), and how
+// often it renews: the supervisors of a Fenced executor read it again that often, and
+// stop their jobs once the deadline has passed without a newer one. Written by a rename,
+// so that a supervisor reads either the old or the new one.
+func (x *Executor) SetFence(until time.Time, every time.Duration) error {
+	path := filepath.Join(x.cfg.Dir, fenceName)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%d %d %d\n", until.UnixNano(), x.cfg.Grace.Nanoseconds(), every.Nanoseconds()), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // LastLaunch is the highest launch number of the attempts the journal records (those not

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -869,5 +870,100 @@ func TestExitOnFullDisk(t *testing.T) {
 	rep := ch.next(t, quotashare.AttemptExited)
 	if !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.Contains(rep.Reason, "disk") {
 		t.Errorf("a job whose status the full disk lost: %+v, want a host failure naming the disk", rep)
+	}
+}
+
+// TestFence: on a shared store the supervisors stop their jobs once the server's fence
+// deadline has passed without renewal (with the SIGTERM grace: the job writes its
+// checkpoint), and the attempt ends as the host's failure, requeued without using one of
+// its attempts; a renewed deadline keeps a job running past the first one.
+func TestFence(t *testing.T) {
+	dir := t.TempDir()
+	x, ch := newExecWith(t, Config{Dir: dir, Grace: 5 * time.Second, Fenced: true})
+	const every = 50 * time.Millisecond
+	// The first deadline is far enough for the renewal just after the launch to come
+	// before it even on a busy machine.
+	if err := x.SetFence(time.Now().Add(2*time.Second), every); err != nil {
+		t.Fatal(err)
+	}
+	ckpt := `trap 'echo saved > "$SM_MODEL_DIR/checkpoint"; exit 143' TERM; sleep 300 & wait`
+	if err := x.Start(spec("kept", payload(t, ckpt, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.SetFence(time.Now().Add(time.Hour), every); err != nil { // renewed
+		t.Fatal(err)
+	}
+	ch.next(t, quotashare.AttemptRunning)
+	// A job that runs past the first deadline shows the time went by.
+	if err := x.Start(spec("marker", payload(t, "sleep 2.2", nil))); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rep := <-ch
+		if rep.State != quotashare.AttemptExited {
+			continue
+		}
+		if rep.AttemptID != "marker" || !rep.Success {
+			t.Fatalf("before the marker ended: %+v", rep)
+		}
+		break
+	}
+	if pids := findByEnv("QUOTASHARE_ATTEMPT_ID=kept"); len(pids) == 0 {
+		t.Fatal("the renewed fence stopped the job")
+	}
+
+	// A deadline that passes (as a server's last renewal's does once it stops renewing):
+	// the fence stops it.
+	if err := x.SetFence(time.Now().Add(200*time.Millisecond), every); err != nil {
+		t.Fatal(err)
+	}
+	rep := ch.next(t, quotashare.AttemptExited)
+	if rep.AttemptID != "kept" || !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.Contains(rep.Reason, "HOST:FENCED") {
+		t.Errorf("the fenced attempt's end: %+v", rep)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "kept", "algo-1", "model", "checkpoint")); string(b) != "saved\n" {
+		t.Errorf("the job's checkpoint after the fence's SIGTERM: %q, %v", b, err)
+	}
+}
+
+// TestRelaunchLater: on a shared store, an attempt Recover finds no trace of (another
+// replica launched it) starts only after RelaunchAfter, and a Stop meanwhile ends it
+// without starting it.
+func TestRelaunchLater(t *testing.T) {
+	dir := t.TempDir()
+	var logged []string
+	var mu sync.Mutex
+	x, ch := newExecWith(t, Config{Dir: dir, Grace: time.Second, Fenced: true, RelaunchAfter: 300 * time.Millisecond,
+		Logf: func(f string, a ...any) { mu.Lock(); logged = append(logged, fmt.Sprintf(f, a...)); mu.Unlock() }})
+	x.SetFence(time.Now().Add(time.Hour), time.Second)
+	began := time.Now()
+	a, b := spec("elsewhere", payload(t, "exit 0", nil)), spec("stopped", payload(t, "exit 0", nil))
+	a.StartedAt, b.StartedAt = began, began
+	if err := x.Recover([]quotashare.AttemptSpec{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Stop("stopped"); err != nil {
+		t.Fatal(err)
+	}
+	if rep := ch.next(t, quotashare.AttemptExited); rep.AttemptID != "stopped" || rep.Kind != quotashare.ExitStopped {
+		t.Errorf("the attempt stopped while it waited: %+v", rep)
+	}
+	rep := ch.next(t, quotashare.AttemptRunning)
+	if rep.AttemptID != "elsewhere" {
+		t.Fatalf("running: %+v", rep)
+	}
+	if waited := time.Since(began); waited < 300*time.Millisecond {
+		t.Errorf("started again after %v, before RelaunchAfter", waited)
+	}
+	if rep := ch.next(t, quotashare.AttemptExited); rep.AttemptID != "elsewhere" || !rep.Success {
+		t.Errorf("the attempt started again: %+v", rep)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stopped")); err == nil {
+		t.Errorf("the stopped attempt was launched")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logged) != 2 || !strings.Contains(logged[0], "no trace here") {
+		t.Errorf("logged: %q", logged)
 	}
 }

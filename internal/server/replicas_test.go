@@ -313,3 +313,79 @@ func TestStoreUnreachable(t *testing.T) {
 		t.Errorf("Recover was handed %v, want %s", l.recovered["a"], id+"-1")
 	}
 }
+
+// TestReplicasFenced: two replicas on one PostgreSQL database with the local executor.
+// The leader, running a job, is cut off from the database; its supervisors stop the job
+// once its lease's deadline has passed (the fence), and the new leader starts the
+// attempt again only after the TTL and the grace. The job, which counts its running
+// copies, never runs twice at once, and succeeds under the new leader.
+func TestReplicasFenced(t *testing.T) {
+	url := pgtest.Start(t).NewDatabase(t)
+	px := pgtest.NewProxy(t, url)
+	dir := t.TempDir()
+	cfg := func(name, store string) Config {
+		data := filepath.Join(dir, name)
+		t.Cleanup(func() { killJobs(data) })
+		return Config{Addr: "127.0.0.1:0", Data: data, StoreURL: store, LeaseTTL: 2 * time.Second, Grace: time.Second,
+			Logf: func(f string, a ...any) { t.Logf(name+": "+f, a...) }}
+	}
+	cfgA := cfg("a", px.URL)
+	fenced := onLog(&cfgA, "on a shared store, the local executor's attempts run on this host only")
+	a, err := Start(cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	select {
+	case <-fenced:
+	default:
+		t.Error("serve did not say how local attempts are fenced on a shared store")
+	}
+	cfgB := cfg("b", url)
+	tookB := onLog(&cfgB, "took the store's lease")
+	relaunch := onLog(&cfgB, "no trace here")
+	b, err := Start(cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	viaA, viaB := newClient(a.URL), newClient(b.URL)
+	setup(t, viaA, "q", 1, share("a", types.QuotaShareResourceSharingStrategyReserve, 1, nil, false))
+
+	// The job counts its copies: "running" is held (a folder made atomically) while a
+	// copy runs, and a copy that finds it held marks "twice".
+	count := filepath.Join(dir, "count")
+	gate := filepath.Join(dir, "gate")
+	script := fmt.Sprintf(`c=%q; mkdir -p "$c"; mkdir "$c/running" 2>/dev/null || : > "$c/twice"; echo $$ >> "$c/starts"
+trap 'rmdir "$c/running"; exit 143' TERM
+while [ ! -e %q ]; do sleep 0.05; done; rmdir "$c/running"`, count, gate)
+	id := submit(t, viaA, "q", "j", "a", 0, script)
+	waitStatus(t, viaA, id, types.ServiceJobStatusRunning)
+	starts := func() int {
+		b, _ := os.ReadFile(filepath.Join(count, "starts"))
+		return strings.Count(string(b), "\n")
+	}
+	for starts() < 1 {
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	px.Cut() // the leader renews no more
+	<-tookB
+	<-relaunch
+	for starts() < 2 { // the attempt started again under the new leader
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(count, "twice")); err == nil {
+		t.Fatal("the job ran twice at once: the old leader's copy was still running when the new leader started it again")
+	}
+	fencedFiles, _ := filepath.Glob(filepath.Join(dir, "a", "attempts", "*", "algo-1", "fenced"))
+	if len(fencedFiles) != 1 {
+		t.Errorf("the old leader's copy was not stopped by its fence: %v", fencedFiles)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	got := waitStatus(t, viaB, id, types.ServiceJobStatusSucceeded)
+	if n := len(got.Attempts); n != 1 {
+		t.Errorf("%d attempts, want the one attempt started again (a failover uses none)", n)
+	}
+	px.Heal()
+}

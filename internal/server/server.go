@@ -194,6 +194,7 @@ type Server struct {
 	// leaseWait is how often a standby tries the lease (0: the store's lease is not
 	// shared, and a server that loses it stops).
 	leaseWait time.Duration
+	ttl       time.Duration // the shared store's lease's time to live
 	cancel    func()        // ends a standby's wait, at Close
 	followed  chan struct{} // closed when follow has returned
 }
@@ -278,7 +279,7 @@ func Start(cfg Config) (*Server, error) {
 		return fail(err)
 	}
 	if _, shared := store.(quotashare.LeaseWatcher); shared {
-		s.leaseWait = ttl / 3
+		s.leaseWait, s.ttl = ttl/3, ttl
 	}
 	s.store = store
 	s.holder = quotashare.LeaseHolder{ID: newHolderID(), PID: os.Getpid(), Addr: ln.Addr().String()}
@@ -377,11 +378,24 @@ func (s *Server) lead(ctx context.Context, standingBy func()) (*leadership, erro
 	if cfg.NewExecutor != nil {
 		x, err = cfg.NewExecutor(engine.Report)
 	} else {
-		x, err = procexec.New(procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
+		pcfg := procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
 			GPUTable: cfg.GPUTable, PassEnv: cfg.PassEnv, UnstagedChannels: cfg.UnstagedChannels, Report: engine.Report,
-			MaxLogBytes: cfg.MaxLogBytes, Logf: cfg.Logf, Containment: cfg.Containment, Supervisor: cfg.Supervisor})
+			MaxLogBytes: cfg.MaxLogBytes, Logf: cfg.Logf, Containment: cfg.Containment, Supervisor: cfg.Supervisor}
+		if s.leaseWait > 0 {
+			pcfg.Fenced, pcfg.RelaunchAfter = true, s.ttl+cfg.Grace
+		}
+		var px *procexec.Executor
+		if px, err = procexec.New(pcfg); err == nil {
+			x = px
+			if pcfg.Fenced {
+				err = s.fence(engine, px)
+			}
+		}
 	}
 	if err != nil {
+		if x != nil {
+			x.Close()
+		}
 		engine.Close()
 		return nil, err
 	}
@@ -400,6 +414,43 @@ func (s *Server) lead(ctx context.Context, standingBy func()) (*leadership, erro
 	l := &leadership{engine: engine, exec: x}
 	l.handler = s.leaderHandler(l)
 	return l, nil
+}
+
+// fence keeps the fence of a local executor's attempts on a shared store at the lease's
+// deadline while engine leads: its supervisors stop their jobs once it passes without
+// renewal (the replica died, froze or was cut off, and another one may start them again).
+// It writes the first one before any launch.
+func (s *Server) fence(engine *dispatch.Engine, x *procexec.Executor) error {
+	d, ok := s.store.(interface{ Deadline() time.Time })
+	if !ok {
+		return nil
+	}
+	every := s.ttl / 3 // the lease's renewal
+	if err := x.SetFence(d.Deadline(), every); err != nil {
+		return fmt.Errorf("writing the attempts' fence: %w", err)
+	}
+	s.cfg.Logf("quotashare: on a shared store, the local executor's attempts run on this host only: if this replica stops renewing its lease, their supervisors stop them once its deadline (TTL - TTL/4) has passed, with the %v grace, and a new leader starts those it cannot see again after the TTL plus the grace; --executor kubernetes keeps attempts running through a failover", s.cfg.Grace)
+	go func() {
+		t := time.NewTicker(every / 2)
+		defer t.Stop()
+		last := time.Time{}
+		for {
+			select {
+			case <-engine.Deposed():
+				return
+			case <-engine.Closing():
+				return
+			case <-t.C:
+			}
+			if dl := d.Deadline(); dl.After(last) {
+				last = dl
+				if err := x.SetFence(dl, every); err != nil {
+					s.cfg.Logf("quotashare: writing the attempts' fence: %v", err)
+				}
+			}
+		}
+	}()
+	return nil
 }
 
 // install makes l the server's leadership and its handler the one that answers.

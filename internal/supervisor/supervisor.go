@@ -56,13 +56,62 @@ func Main(args []string) int {
 	return supervise(args[1], args[2], args[3:])
 }
 
+// FenceEnv names the environment variable that, where set, makes the supervisor fence its
+// job by time (protocol 3): its value is a file in which the server writes, as it renews
+// its lease on a shared store, "DEADLINE GRACE EVERY" (Unix nanoseconds, nanoseconds and
+// nanoseconds): the time until which it may act, the job's stop grace, and how often it
+// renews (the supervisor reads the file again at the deadline, or after EVERY if that
+// comes first). Once the deadline has passed
+// without a newer one (the server died, froze or was cut off, and another replica may
+// start the job again), the supervisor stops its job as a preemption does (SIGTERM, and
+// SIGKILL after the grace), and writes FencedFile beside the exit status's file.
+const FenceEnv = "QUOTASHARE_FENCE"
+
+// FencedFile is the file, in the instance's folder, that says its job was stopped by the
+// fence: the host's doing, not the job's.
+const FencedFile = "fenced"
+
+// fenceFile is what a fence file says.
+type fenceFile struct {
+	deadline     time.Time
+	grace, every time.Duration
+}
+
+// readFence reads a fence file: ok is false when it holds no deadline.
+func readFence(path string) (f fenceFile, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return f, false
+	}
+	var n [3]int64
+	fields := strings.Fields(string(b))
+	if len(fields) != len(n) {
+		return f, false
+	}
+	for i := range n {
+		if n[i], err = strconv.ParseInt(fields[i], 10, 64); err != nil {
+			return f, false
+		}
+	}
+	return fenceFile{time.Unix(0, n[0]), time.Duration(n[1]), time.Duration(n[2])}, true
+}
+
+// next is when to read the fence file again.
+func (f fenceFile) next() time.Duration {
+	d := time.Until(f.deadline)
+	if f.every > 0 {
+		d = min(d, f.every)
+	}
+	return d
+}
+
 // Arg0 is the name a supervisor runs under (its argv[0]).
 const Arg0 = "quotashare-supervisor"
 
 // Protocol is the version of Main's arguments and signals; the executor records it with
 // each instance (0, absent, is the sh supervisor of earlier versions). Version 2 makes
-// the attempt's folder when it is missing.
-const Protocol = 2
+// the attempt's folder when it is missing; version 3 fences by time (FenceEnv).
+const Protocol = 3
 
 // KillSignal is what the executor sends a supervisor to have its job killed: a SIGKILL
 // would end the supervisor itself and leave the job's processes to init.
@@ -172,11 +221,37 @@ func supervise(exitFile, cgroup string, argv []string) int {
 		}
 		return s.exit(exitFile, code)
 	}
+	// The fence: a timer at the server's deadline, read again when it fires.
+	var fence <-chan time.Time
+	fencePath := os.Getenv(FenceEnv)
+	var fenceTimer *time.Timer
+	if fencePath != "" {
+		f, _ := readFence(fencePath) // unreadable from the start: read again at once
+		fenceTimer = time.NewTimer(f.next())
+		fence = fenceTimer.C
+	}
+	var kill <-chan time.Time // the grace after the fence's SIGTERM
 	for s.code < 0 {
-		switch <-sigs {
-		case syscall.SIGTERM, syscall.SIGINT:
+		select {
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGTERM, syscall.SIGINT:
+				s.terminate()
+			case KillSignal:
+				s.killAll()
+			}
+		case <-fence:
+			f, ok := readFence(fencePath)
+			if ok && time.Now().Before(f.deadline) {
+				fenceTimer.Reset(f.next())
+				continue
+			}
+			fence = nil
+			os.WriteFile(filepath.Join(idir, FencedFile), nil, 0o644)
+			s.say("the server has not renewed its lease on the store (its deadline was %s): stopping the job, which another replica may start again", f.deadline.Format(time.RFC3339Nano))
 			s.terminate()
-		case KillSignal:
+			kill = time.After(f.grace)
+		case <-kill:
 			s.killAll()
 		}
 		s.reap(false)
