@@ -5,6 +5,8 @@ import "time"
 // AttemptSpec is what an executor needs to run one attempt of a job.
 type AttemptSpec struct {
 	JobID, JobName, AttemptID, Share string
+	// Queue is the job queue of the job's share.
+	Queue string
 	// Payload is the job's SageMaker CreateTrainingJob request (JSON), as submitted, and
 	// Request the same parsed.
 	Payload string
@@ -89,6 +91,13 @@ type Executor interface {
 type Forgetter interface {
 	Forget(attemptIDs []string) error
 	Prune(keep func(attemptID string) bool) (removed int, err error)
+}
+
+// ShareChecker is an Executor whose check of a request depends on the share it is
+// submitted to (its jobs run as a user of the share's own): the server calls CheckShare
+// instead of Check.
+type ShareChecker interface {
+	CheckShare(req *TrainingRequest, queue, share string) error
 }
 
 // LaunchRecorder is an Executor that records, on a disk of its own, each attempt's

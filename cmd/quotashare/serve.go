@@ -62,6 +62,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return nil
 	})
 	unstaged := fs.String("unstaged-channels", "refuse", "local executor: refuse payloads whose InputDataConfig channels name data not on this host, or allow them (the job fetches its own data)")
+	jobUIDs := fs.String("job-uids", "", "FROM-TO: run each share's jobs as a user id of its own from this range (chosen at the share's first job, recorded in DATA/attempts/.users), so that they can read neither the server's files nor other shares' attempts; needs root. Required, or --shared-job-user, when --credentials names team principals")
+	sharedJobUser := fs.Bool("shared-job-user", false, "run team principals' jobs as the server's own user: they can read its keys and database (no isolation)")
 	acceptLoss := fs.Bool("accept-data-loss", false, "start although the attempts folder shows launches the database does not have (it lost its last commits, and the jobs in them): back the data folder up first; without it such a start is refused")
 	initData := fs.Bool("init", false, "start on a data folder whose database is missing or empty although its attempts/ shows prior use (it would otherwise be refused)")
 	insecure := fs.Bool("insecure-no-auth", false, "allow an --addr beyond loopback without --credentials (anyone who reaches it can run commands here)")
@@ -101,6 +103,14 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cfg.NoMetrics = *noMetrics
 	cfg.StoreURL, cfg.LeaseTTL, cfg.AdvertiseAddr = *store, *leaseTTL, *advertise
 	cfg.DashboardStreams = *dashStreams
+	cfg.SharedJobUser = *sharedJobUser
+	if *jobUIDs != "" {
+		r, err := procexec.ParseUserRange(*jobUIDs)
+		if err != nil {
+			return fmt.Errorf("--job-uids: %w", err)
+		}
+		cfg.JobUsers = r
+	}
 	if *allowedHosts != "" {
 		cfg.AllowedHosts = strings.Split(*allowedHosts, ",")
 	}

@@ -36,6 +36,16 @@ type Verifier struct {
 	Region string
 }
 
+// HasTeams says whether any key belongs to a team principal.
+func (v *Verifier) HasTeams() bool {
+	for _, p := range v.principals {
+		if p.Role == RoleTeam {
+			return true
+		}
+	}
+	return false
+}
+
 // LoadCredentials reads a credentials file: either one "ACCESS_KEY_ID SECRET_ACCESS_KEY"
 // pair a line (blank lines and lines starting with # skipped), every key an admin; or a
 // policy file in YAML (see authz.go and the README) that gives each principal its keys,

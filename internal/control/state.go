@@ -665,7 +665,7 @@ func borrowText(b []quotashare.Demand) string {
 }
 
 func (st *State) spec(j *quotashare.Job) quotashare.AttemptSpec {
-	s := quotashare.AttemptSpec{JobID: j.ID, JobName: j.Name, AttemptID: j.Current.ID, Share: j.Share,
+	s := quotashare.AttemptSpec{JobID: j.ID, JobName: j.Name, AttemptID: j.Current.ID, Share: j.Share, Queue: j.Queue,
 		Payload: j.Payload, Need: j.Need, StartedAt: j.Current.StartedAt, Stopping: j.Current.Stop != ""}
 	if j.TimeoutSeconds > 0 {
 		s.Timeout = time.Duration(j.TimeoutSeconds) * time.Second

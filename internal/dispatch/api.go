@@ -50,7 +50,11 @@ func (e *Engine) Submit(in JobInput) (quotashare.Job, error) {
 	x := e.exec // set by Run, under the lock
 	e.mu.Unlock()
 	if x != nil {
-		if err := x.Check(checked.Request); err != nil {
+		check := func() error { return x.Check(checked.Request) }
+		if sc, ok := x.(quotashare.ShareChecker); ok {
+			check = func() error { return sc.CheckShare(checked.Request, in.Queue, in.Share) }
+		}
+		if err := check(); err != nil {
 			return quotashare.Job{}, quotashare.Errorf(quotashare.Invalid, "%v", err)
 		}
 	}

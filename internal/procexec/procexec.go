@@ -84,10 +84,32 @@ type Config struct {
 	// gave has passed (supervisor.FenceEnv). Call SetFence before the first launch, and
 	// again as the lease is renewed.
 	Fenced bool
+	// JobUsers, if set, runs each share's jobs as a user of its own, from this range of
+	// user ids (the group id is the same number), chosen at the share's first job and
+	// recorded in the folder (.users): the server must run as root. Its jobs then reach
+	// neither the server's files nor another share's attempts.
+	JobUsers *UserRange
 	// RelaunchAfter, if positive, is how long Recover waits before it starts again an
 	// attempt it finds no trace of (another replica launched it, on its host): time for
 	// that replica's fence to have stopped it (its lease's TTL and the stop grace).
 	RelaunchAfter time.Duration
+}
+
+// UserRange is a range of user ids, From to To inclusive.
+type UserRange struct{ From, To uint32 }
+
+// ParseUserRange reads "FROM-TO".
+func ParseUserRange(s string) (*UserRange, error) {
+	a, b, ok := strings.Cut(s, "-")
+	from, err1 := strconv.ParseUint(a, 10, 32)
+	to, err2 := strconv.ParseUint(b, 10, 32)
+	switch {
+	case !ok || err1 != nil || err2 != nil:
+		return nil, fmt.Errorf("%q: want FROM-TO, a range of user ids (e.g. 200000-200999)", s)
+	case from == 0 || to < from:
+		return nil, fmt.Errorf("%q: FROM must be above 0 (root) and TO at least FROM", s)
+	}
+	return &UserRange{uint32(from), uint32(to)}, nil
 }
 
 // BaseEnv is the environment every job starts from (HOME is set to the instance's work
@@ -113,6 +135,8 @@ type Executor struct {
 	// pending are the attempts Recover starts again after Config.RelaunchAfter: a Stop
 	// meanwhile cancels one.
 	pending map[string]*relaunch
+	// users are the user ids of the shares' jobs (Config.JobUsers), by "queue/share".
+	users map[string]uint32
 }
 
 // relaunch is an attempt Recover starts again later.
@@ -167,6 +191,7 @@ type run struct {
 	// statusLost: an instance's exit status was not written, on a full disk
 	statusLost error
 	fenced     bool // a supervisor stopped its job when the server stopped renewing its lease
+	uid        uint32 // the user its jobs run as (0: the server's)
 	signalled  bool // some program was still running when SIGTERM was sent
 }
 
@@ -241,12 +266,29 @@ func New(cfg Config) (*Executor, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
+	if cfg.JobUsers != nil {
+		// The jobs' users pass through to their instances' folders, and list nothing.
+		if os.Geteuid() != 0 {
+			return nil, fmt.Errorf("running jobs as users of their shares' own (--job-uids) needs the server to run as root")
+		}
+		if err := os.Chmod(cfg.Dir, 0o711); err != nil {
+			return nil, err
+		}
+		if why := canAccess(cfg.Dir, cfg.JobUsers.From, 0o1); why != "" {
+			return nil, fmt.Errorf("--job-uids: the jobs' users cannot reach their folders under %s: %s (let others search the folders on the way: chmod o+x)", cfg.Dir, why)
+		}
+	}
 	j, err := openJournal(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("the launch journal: %w", err)
 	}
 	x := &Executor{cfg: cfg, runs: map[string]*run{}, gpus: map[string]string{}, done: make(chan struct{}), journal: j,
 		pending: map[string]*relaunch{}}
+	if cfg.JobUsers != nil {
+		if x.users, err = readUsers(cfg.Dir); err != nil {
+			return nil, err
+		}
+	}
 	var which string
 	if cfg.Supervisor != "" {
 		x.supervisor, which = cfg.Supervisor, cfg.Supervisor
@@ -359,6 +401,13 @@ func (x *Executor) launch(r *run) error {
 	req := r.spec.Request
 	if req == nil {
 		return x.failLaunch(r, &jobError{errors.New("serviceRequestPayload: the attempt carries no parsed request")})
+	}
+	if x.cfg.JobUsers != nil {
+		uid, err := x.userFor(r.spec.Queue, r.spec.Share)
+		if err != nil {
+			return x.failLaunch(r, err)
+		}
+		r.uid = uid
 	}
 	hosts, types := trainingjob.Instances(r.spec.Need)
 	// GPUs first: an attempt that cannot have its GPUs does not start at all.
@@ -526,6 +575,9 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 	env["QUOTASHARE_ATTEMPT_ID"] = r.spec.AttemptID
 	env[instanceKey] = instanceValue(r.state.name(r.spec.AttemptID), is.Host)
 	env["QUOTASHARE_EXIT_FILE"] = filepath.Join(idir, "exitcode")
+	if r.uid != 0 {
+		env[supervisor.UserEnv] = fmt.Sprintf("%d:%d", r.uid, r.uid)
+	}
 	if x.cfg.Fenced {
 		env[supervisor.FenceEnv] = filepath.Join(x.cfg.Dir, fenceName)
 	}
@@ -1167,3 +1219,5 @@ func removeCgroupsOf(st runState) {
 		}
 	}
 }
+
+var _ quotashare.ShareChecker = (*Executor)(nil)

@@ -203,7 +203,8 @@ func startSigned(t *testing.T, content string) *Server {
 	if err := os.WriteFile(creds, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(Config{Addr: "127.0.0.1:0", Data: filepath.Join(dir, "data"), Credentials: creds, Logf: t.Logf})
+	// SharedJobUser: these tests are of the API; TestJobUsers is of the jobs' users.
+	s, err := Start(Config{Addr: "127.0.0.1:0", Data: filepath.Join(dir, "data"), Credentials: creds, Logf: t.Logf, SharedJobUser: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,6 +107,13 @@ type Config struct {
 	// whose database is missing or empty; without it such a folder is refused, since a
 	// lost database would otherwise start empty without a word.
 	Init bool
+	// JobUsers runs each share's local jobs as a user of its own, from this range
+	// (procexec.Config.JobUsers; serve --job-uids): for a server shared by teams, which
+	// must run as root. SharedJobUser accepts that team principals' jobs run as the
+	// server's own user instead (serve --shared-job-user): without either, a policy file
+	// naming teams is refused, for their jobs could read the server's keys.
+	JobUsers      *procexec.UserRange
+	SharedJobUser bool
 	// AcceptDataLoss lets the server start on a store that lost commits the executor's
 	// records show (dispatch.Config.AcceptDataLoss).
 	AcceptDataLoss bool
@@ -224,6 +231,9 @@ func Start(cfg Config) (*Server, error) {
 		}
 		v.Region = cfg.Region
 		verifier = v
+	}
+	if err := jobUsersRule(cfg, verifier != nil && verifier.HasTeams(), os.Geteuid()); err != nil {
+		return nil, err
 	}
 	if cfg.Listener != nil {
 		cfg.Addr = cfg.Listener.Addr().String()
@@ -380,12 +390,21 @@ func (s *Server) lead(ctx context.Context, standingBy func()) (*leadership, erro
 	} else {
 		pcfg := procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
 			GPUTable: cfg.GPUTable, PassEnv: cfg.PassEnv, UnstagedChannels: cfg.UnstagedChannels, Report: engine.Report,
-			MaxLogBytes: cfg.MaxLogBytes, Logf: cfg.Logf, Containment: cfg.Containment, Supervisor: cfg.Supervisor}
+			MaxLogBytes: cfg.MaxLogBytes, Logf: cfg.Logf, Containment: cfg.Containment, Supervisor: cfg.Supervisor,
+			JobUsers: cfg.JobUsers}
+		if cfg.JobUsers != nil {
+			// The jobs' users pass through the data folder to their instances' folders,
+			// and list nothing; the database and the journals stay the server's (0600).
+			err = os.Chmod(cfg.Data, 0o711)
+		}
 		if s.leaseWait > 0 {
 			pcfg.Fenced, pcfg.RelaunchAfter = true, s.ttl+cfg.Grace
 		}
 		var px *procexec.Executor
-		if px, err = procexec.New(pcfg); err == nil {
+		if err == nil {
+			px, err = procexec.New(pcfg)
+		}
+		if err == nil {
 			x = px
 			if pcfg.Fenced {
 				err = s.fence(engine, px)
@@ -635,6 +654,27 @@ func logLoading(logf func(string, ...any), loaded *atomic.Int64, began time.Time
 	return func() {
 		close(done)
 		<-finished
+	}
+}
+
+// jobUsersRule refuses a server whose jobs could read its secrets: team principals whose
+// local jobs would run as the server's own user, without --shared-job-user saying that
+// this is accepted. euid is the server's user id.
+func jobUsersRule(cfg Config, teams bool, euid int) error {
+	local := cfg.NewExecutor == nil
+	switch {
+	case cfg.JobUsers != nil && !local:
+		return errors.New("--job-uids: only the local executor runs jobs as users of this host")
+	case cfg.JobUsers != nil && euid != 0:
+		return fmt.Errorf("--job-uids: running jobs as users of their shares' own needs the server to run as root (it runs as user id %d)", euid)
+	case cfg.JobUsers != nil && cfg.SharedJobUser:
+		return errors.New("--job-uids and --shared-job-user: give one (each share's jobs as a user of its own, or all as the server's user)")
+	case !teams || !local || cfg.JobUsers != nil || cfg.SharedJobUser:
+		return nil
+	case euid == 0:
+		return errors.New("--credentials names team principals, and their jobs would run as root, able to read the server's keys and database: give --job-uids FROM-TO (a range of unused user ids: each share's jobs then run as a user of its own), or --shared-job-user to accept that")
+	default:
+		return fmt.Errorf("--credentials names team principals, and their jobs would run as this server's own user (id %d), able to read its keys and database: run the server as root with --job-uids FROM-TO (each share's jobs then run as a user of its own), or give --shared-job-user to accept that", euid)
 	}
 }
 

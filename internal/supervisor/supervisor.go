@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,6 +67,25 @@ func Main(args []string) int {
 // start the job again), the supervisor stops its job as a preemption does (SIGTERM, and
 // SIGKILL after the grace), and writes FencedFile beside the exit status's file.
 const FenceEnv = "QUOTASHARE_FENCE"
+
+// UserEnv names the environment variable that, where set (to "UID:GID"), makes the job
+// run as that user and group, without supplementary groups, while the supervisor stays
+// the server's user (root) to hold its cgroup: the instance's work/, model/ and
+// output/data/ are the job's, its folder and the attempt's can be passed through but not
+// listed, and its logs are the server's alone (the job writes them through the
+// descriptors it inherits). The variable is not passed on to the job.
+const UserEnv = "QUOTASHARE_JOB_USER"
+
+// parseUser reads UserEnv's value.
+func parseUser(v string) (uid, gid uint32, err error) {
+	u, g, ok := strings.Cut(v, ":")
+	a, err1 := strconv.ParseUint(u, 10, 32)
+	b, err2 := strconv.ParseUint(g, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("%s=%q: want UID:GID", UserEnv, v)
+	}
+	return uint32(a), uint32(b), nil
+}
 
 // FencedFile is the file, in the instance's folder, that says its job was stopped by the
 // fence: the host's doing, not the job's.
@@ -142,25 +162,44 @@ func supervise(exitFile, cgroup string, argv []string) int {
 	idir := filepath.Dir(exitFile)
 	work := filepath.Join(idir, "work")
 	var logs [2]*os.File
+	env := os.Environ()
+	var cred *syscall.Credential
+	dirMode, logMode := os.FileMode(0o755), os.FileMode(0o644)
+	if v := os.Getenv(UserEnv); v != "" {
+		uid, gid, err := parseUser(v)
+		if err != nil {
+			s.say("%v", err)
+			return SetupFailed
+		}
+		cred = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+		dirMode, logMode = 0o711, 0o600
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, UserEnv+"=") })
+	}
 	// The attempt's folder too, for its first instance (protocol 2: the executor no
 	// longer makes it).
-	err := os.Mkdir(idir, 0o755)
+	err := os.Mkdir(idir, dirMode)
 	if errors.Is(err, os.ErrNotExist) {
-		os.Mkdir(filepath.Dir(idir), 0o755)
-		err = os.Mkdir(idir, 0o755)
+		os.Mkdir(filepath.Dir(idir), dirMode)
+		err = os.Mkdir(idir, dirMode)
 	}
 	if err != nil && !errors.Is(err, os.ErrExist) {
 		s.say("%v", err)
 		return SetupFailed
 	}
 	for _, d := range []string{work, filepath.Join(idir, "model"), filepath.Join(idir, "output"), filepath.Join(idir, "output", "data")} {
-		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		err := os.Mkdir(d, 0o755)
+		if err == nil && cred != nil {
+			if err = os.Chown(d, int(cred.Uid), int(cred.Gid)); err == nil {
+				err = os.Chmod(d, 0o700)
+			}
+		}
+		if err != nil && !errors.Is(err, os.ErrExist) {
 			s.say("%v", err)
 			return SetupFailed
 		}
 	}
 	for i, name := range []string{"stdout.log", "stderr.log"} {
-		f, err := os.OpenFile(filepath.Join(idir, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(filepath.Join(idir, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, logMode)
 		if err != nil {
 			s.say("%v", err)
 			return SetupFailed
@@ -183,7 +222,7 @@ func supervise(exitFile, cgroup string, argv []string) int {
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, KillSignal, syscall.SIGCHLD)
 
-	attr := &syscall.ProcAttr{Dir: work, Env: os.Environ(), Files: []uintptr{0, logs[0].Fd(), logs[1].Fd()}}
+	attr := &syscall.ProcAttr{Dir: work, Env: env, Files: []uintptr{0, logs[0].Fd(), logs[1].Fd()}, Sys: &syscall.SysProcAttr{Credential: cred}}
 
 	if cgroup != "-" {
 		// Made here rather than by the server, whose loop launches every attempt; one
@@ -193,7 +232,7 @@ func supervise(exitFile, cgroup string, argv []string) int {
 		}
 		fd, oerr := syscall.Open(cgroup, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 		if oerr == nil {
-			attr.Sys = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+			attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, fd
 			s.main, err = syscall.ForkExec(argv[0], argv, attr)
 			syscall.Close(fd)
 			if err == nil {
@@ -205,7 +244,7 @@ func supervise(exitFile, cgroup string, argv []string) int {
 		if err != nil {
 			// Outside the cgroup then: a program that cannot be run fails again below.
 			cgErr := err
-			attr.Sys = nil
+			attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
 			if s.main, err = syscall.ForkExec(argv[0], argv, attr); err == nil {
 				s.say("could not start the job in cgroup %s (%v); its processes are followed as this process's descendants", cgroup, cgErr)
 			}
