@@ -190,9 +190,9 @@ type run struct {
 	hostErr   error // an instance's supervisor could not prepare it
 	// statusLost: an instance's exit status was not written, on a full disk
 	statusLost error
-	fenced     bool // a supervisor stopped its job when the server stopped renewing its lease
+	fenced     bool   // a supervisor stopped its job when the server stopped renewing its lease
 	uid        uint32 // the user its jobs run as (0: the server's)
-	signalled  bool // some program was still running when SIGTERM was sent
+	signalled  bool   // some program was still running when SIGTERM was sent
 }
 
 // runState is what the attempt's folder records: enough to adopt it after a restart.
