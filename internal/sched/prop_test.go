@@ -208,6 +208,9 @@ func runProperty(t *rapid.T, name string, cfg sched.Config) {
 			needs := genNeed(t, types)
 			prio := rapid.IntRange(0, 5).Draw(t, "prio")
 			j := sched.Job{ID: id, Share: share, Priority: prio, Need: needs, SubmittedAt: now}
+			if w.ledger.Overtakes(share, prio) {
+				w.ages.ShareChanged(now)
+			}
 			w.ledger.Jobs[id] = &schedtest.LedgerJob{ID: id, Share: share, Priority: prio, Need: needs, State: "queued"}
 			w.each(fmt.Sprintf("submit %s %s prio=%d %v at=%d", id, share, prio, needs, w.clock), func(c sim.Core) error { return c.Submit(j) })
 		case 3, 4, 5:
@@ -234,6 +237,7 @@ func runProperty(t *rapid.T, name string, cfg sched.Config) {
 			id := rapid.SampledFrom(ids).Draw(t, "prioJob")
 			p := rapid.IntRange(0, 6).Draw(t, "newPrio")
 			w.ledger.Jobs[id].Priority = p
+			w.ages.ShareChanged(now)
 			w.each(fmt.Sprintf("priority %s %d", id, p), func(c sim.Core) error { return c.SetPriority(id, p) })
 		case 8: // a share's configuration changes (limits lowered or raised, strategy)
 			name := rapid.SampledFrom(shareNames).Draw(t, "reshare")

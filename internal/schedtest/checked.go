@@ -63,6 +63,9 @@ func (c *Checked) RemoveShare(name string) error {
 }
 
 func (c *Checked) Submit(j sched.Job) error {
+	if c.Ledger.Overtakes(j.Share, j.Priority) {
+		c.reshared = true
+	}
 	err := c.Core.Submit(j)
 	if err == nil {
 		c.Ledger.Jobs[j.ID] = &LedgerJob{ID: j.ID, Share: j.Share, Priority: j.Priority, Need: j.Need, State: "queued"}
@@ -74,6 +77,7 @@ func (c *Checked) SetPriority(id string, p int) error {
 	err := c.Core.SetPriority(id, p)
 	if j := c.Ledger.Jobs[id]; err == nil && j != nil {
 		j.Priority = p
+		c.reshared = true
 	}
 	return err
 }
@@ -146,8 +150,22 @@ type AgeWaits struct {
 	shareChange time.Time
 }
 
-// ShareChanged records a change of a share's configuration at now.
+// ShareChanged records, at now, a change that may give the attempts a job waits for to
+// another job, or keep them running longer: a share's configuration, a priority, or a
+// job of higher priority than a waiting one submitted to its share (priority order may
+// delay a lower-priority job for ever; the bound holds between such changes).
 func (a *AgeWaits) ShareChanged(now time.Time) { a.shareChange = now }
+
+// Overtakes reports whether a job of priority prio submitted to share comes before some
+// job of that share that waits (ShareChanged).
+func (l *Ledger) Overtakes(share string, prio int) bool {
+	for _, j := range l.Jobs {
+		if j.Share == share && j.State == "queued" && j.Priority < prio {
+			return true
+		}
+	}
+	return false
+}
 
 // Check looks, after the plan at now, at the reasons of the waiting jobs queued (ids,
 // sorted), given by reason, with shares' configurations.
