@@ -16,9 +16,11 @@ import (
 	"github.com/quotashare/quotashare/internal/kubeexec"
 	"github.com/quotashare/quotashare/internal/kubeexec/kubetest"
 	"github.com/quotashare/quotashare/internal/pgtest"
+	"github.com/quotashare/quotashare/internal/supervisor"
 )
 
 func TestMain(m *testing.M) {
+	supervisor.Intercept() // the test binary is the local jobs' supervisor
 	if answer := os.Getenv(cannedEnv); answer != "" {
 		serveCanned(answer) // the test binary re-run as BenchmarkDescribeCannedProcess's server
 		return

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotashare/quotashare/internal/sched"
 	"github.com/quotashare/quotashare/internal/sim"
+	"github.com/quotashare/quotashare/internal/supervisor"
 )
 
 const usage = `usage: quotashare COMMAND [flags] [ARGS]
@@ -49,6 +50,7 @@ Example:
 `
 
 func main() {
+	supervisor.Intercept() // this binary is also the local executor's supervisor
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return // the flag set printed the help asked for

@@ -145,14 +145,6 @@ type relaunch struct {
 	stopped bool // Stop came while it was being started
 }
 
-// Any binary that links this package is a supervisor when started under its name: the
-// executor's fallback when no quotashare-supervisor is installed beside it.
-func init() {
-	if len(os.Args) > 0 && os.Args[0] == supervisor.Arg0 {
-		os.Exit(supervisor.Main(os.Args[1:]))
-	}
-}
-
 // supervisorPath returns the supervisor program to use, and says which: the small
 // quotashare-supervisor beside this executable when it speaks this version's protocol,
 // else this executable itself (/proc/self/exe, which runs even when its file has been
@@ -296,6 +288,10 @@ func New(cfg Config) (*Executor, error) {
 		x.supervisor, which = supervisorPath(filepath.Dir(exe))
 	} else {
 		x.supervisor, which = "/proc/self/exe", "this binary"
+	}
+	if x.supervisor == "/proc/self/exe" && !supervisor.Intercepted() {
+		x.journal.close()
+		return nil, fmt.Errorf("no supervisor: install %s beside this program (go install ./cmd/...), or have its main call supervisor.Intercept (%s)", supervisor.Arg0, which)
 	}
 	const walk = "a supervisor per instance that is a child subreaper (PR_SET_CHILD_SUBREAPER) and walks its descendants"
 	switch cfg.Containment {

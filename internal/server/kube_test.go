@@ -21,9 +21,11 @@ import (
 	"github.com/quotashare/quotashare/internal/kubeexec"
 	"github.com/quotashare/quotashare/internal/kubeexec/kubetest"
 	"github.com/quotashare/quotashare/internal/pgtest"
+	"github.com/quotashare/quotashare/internal/supervisor"
 )
 
 func TestMain(m *testing.M) {
+	supervisor.Intercept() // the test binary is the local jobs' supervisor
 	if dir := os.Getenv(benchServeEnv); dir != "" {
 		benchServe(dir) // BenchmarkRestart's server process
 		return

@@ -88,17 +88,17 @@ func (m *metrics) Started(waits []control.StartWait) {
 func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
 
 // operations are the API's operation names, the only values of the operation label.
-var operations = map[string]bool{}
-
-func init() {
+var operations = func() map[string]bool {
+	ops := map[string]bool{}
 	for _, op := range []string{"createschedulingpolicy", "updateschedulingpolicy", "deleteschedulingpolicy", "describeschedulingpolicies",
 		"listschedulingpolicies", "createserviceenvironment", "updateserviceenvironment", "deleteserviceenvironment",
 		"describeserviceenvironments", "createjobqueue", "updatejobqueue", "deletejobqueue", "describejobqueues", "getjobqueuesnapshot",
 		"createquotashare", "updatequotashare", "deletequotashare", "describequotashare", "listquotashares", "submitservicejob",
 		"describeservicejob", "listservicejobs", "terminateservicejob", "updateservicejob", "tags"} {
-		operations[op] = true
+		ops[op] = true
 	}
-}
+	return ops
+}()
 
 // instrument times every API request by operation and outcome.
 func (m *metrics) instrument(h http.Handler) http.Handler {

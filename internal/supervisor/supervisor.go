@@ -125,6 +125,24 @@ func (f fenceFile) next() time.Duration {
 	return d
 }
 
+// Intercept makes a binary that can start itself as the supervisor do so: called first
+// thing in main (and in TestMain of tests that launch local jobs), it runs the supervisor
+// and exits when the process was started under Arg0, and returns otherwise. A binary that
+// calls it may serve as its own supervisor (Intercepted); there is no init() hook, so a
+// binary that merely links the executor never turns into one.
+func Intercept() {
+	intercepted = true
+	if len(os.Args) > 0 && os.Args[0] == Arg0 {
+		os.Exit(Main(os.Args[1:]))
+	}
+}
+
+var intercepted bool
+
+// Intercepted says whether this binary called Intercept: whether it can be started again
+// as the supervisor.
+func Intercepted() bool { return intercepted }
+
 // Arg0 is the name a supervisor runs under (its argv[0]).
 const Arg0 = "quotashare-supervisor"
 
