@@ -24,13 +24,30 @@ const (
 type Error struct {
 	Kind ErrorKind
 	Msg  string
+	// cause is what the message wraps (its %w arguments), for errors.Is and errors.As.
+	cause error
 }
 
 func (e *Error) Error() string { return e.Msg }
 
-// Errorf returns an *Error of the kind with a formatted message.
+// Unwrap returns what the error wraps: the %w arguments of its Errorf, if any.
+func (e *Error) Unwrap() error { return e.cause }
+
+// Errorf returns an *Error of the kind with a message formatted as fmt.Errorf does: the
+// arguments of %w verbs stay reachable through errors.Is and errors.As.
 func Errorf(kind ErrorKind, format string, args ...any) error {
-	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+	w := fmt.Errorf(format, args...)
+	e := &Error{Kind: kind, Msg: w.Error()}
+	if w != nil && (errors.Unwrap(w) != nil || isMulti(w)) {
+		e.cause = w
+	}
+	return e
+}
+
+// isMulti reports whether err wraps several errors (fmt.Errorf with more than one %w).
+func isMulti(err error) bool {
+	_, ok := err.(interface{ Unwrap() []error })
+	return ok
 }
 
 // KindOf returns the kind of err: Internal unless err wraps an *Error.

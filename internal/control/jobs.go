@@ -55,7 +55,7 @@ func CheckJob(in JobInput) (Checked, error) {
 	}
 	if in.Priority != nil {
 		if err := sched.CheckPriority(*in.Priority); err != nil {
-			return Checked{}, invalid("%v", err)
+			return Checked{}, invalid("%w", err)
 		}
 	}
 	if p := in.PreemptionRetries; p != nil && *p < 0 {
@@ -91,11 +91,11 @@ func CheckJob(in JobInput) (Checked, error) {
 	}
 	req, err := trainingjob.Parse(in.Payload)
 	if err != nil {
-		return Checked{}, invalid("%v", err)
+		return Checked{}, invalid("%w", err)
 	}
 	need, err := trainingjob.Need(req)
 	if err != nil {
-		return Checked{}, invalid("%v", err)
+		return Checked{}, invalid("%w", err)
 	}
 	if err := sched.CheckNeed(need); err != nil {
 		return Checked{}, invalid("serviceRequestPayload.ResourceConfig: %v", err)
@@ -172,7 +172,7 @@ func (st *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) 
 			j.TimeoutSeconds = *in.TimeoutSeconds
 		}
 		if err := qs.sched.Submit(qs.schedJob(j)); err != nil {
-			return invalid("%v", err)
+			return invalid("%w", err)
 		}
 		qs.index.add(j) // before its first reason: setReason keeps the index in step
 		r, _ := qs.sched.Reason(id)
@@ -279,7 +279,7 @@ func (st *State) Job(id string) (quotashare.Job, error) {
 // it for order and for preemption.
 func (st *State) SetPriority(ref string, priority int) (out quotashare.Job, err error) {
 	if err := sched.CheckPriority(priority); err != nil {
-		return out, invalid("%v", err)
+		return out, invalid("%w", err)
 	}
 	err = st.write(func(time.Time) error {
 		j, err := st.job(ref)
@@ -291,7 +291,7 @@ func (st *State) SetPriority(ref string, priority int) (out quotashare.Job, err 
 		}
 		qs := st.queues[j.Queue]
 		if err := qs.sched.SetPriority(j.ID, priority); err != nil {
-			return invalid("%v", err)
+			return invalid("%w", err)
 		}
 		j.Priority = priority
 		qs.dirty = true

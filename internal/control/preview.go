@@ -56,7 +56,7 @@ func (st *State) Preview(queue string, changes []PreviewChange) (Preview, error)
 				return out, err
 			}
 			if err := s.SetCapacity(ch.EnvironmentLimits); err != nil {
-				return out, invalid("%v", err)
+				return out, invalid("%w", err)
 			}
 		}
 		if in := ch.Share; in != nil {
@@ -70,7 +70,7 @@ func (st *State) Preview(queue string, changes []PreviewChange) (Preview, error)
 				return out, err
 			}
 			if err := s.SetShare(schedShare(&cfg)); err != nil {
-				return out, invalid("%v", err)
+				return out, invalid("%w", err)
 			}
 			shares[in.Name] = &cfg
 		}

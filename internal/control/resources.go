@@ -226,7 +226,7 @@ func checkEnvLimits(limits []quotashare.Demand) error {
 		}
 	}
 	if err := sched.CheckCapacity(limits); err != nil {
-		return invalid("%v", err)
+		return invalid("%w", err)
 	}
 	return nil
 }
@@ -295,14 +295,14 @@ func (st *State) UpdateEnvironment(name string, disabled *bool, limits []quotash
 					map[bool]string{true: "NUM_INSTANCES (a FIFO queue)", false: "instance-type limits (a quota-management queue)"}[qs.fifo()])
 			}
 			if err := qs.sched.SetCapacity(limits); err != nil {
-				return invalid("%v", err)
+				return invalid("%w", err)
 			}
 		}
 		if limits != nil {
 			v.Limits = slices.Clone(limits)
 			if qs != nil {
 				if err := st.setFIFOShare(qs); err != nil {
-					return invalid("%v", err)
+					return invalid("%w", err)
 				}
 			}
 		}

@@ -74,7 +74,7 @@ func shareConfig(cur quotashare.QuotaShare, in ShareInput, creating bool) (quota
 	}
 	cur.Disabled = given(in.Disabled, cur.Disabled)
 	if err := sched.CheckShare(schedShare(&cur)); err != nil {
-		return cur, invalid("%v", err)
+		return cur, invalid("%w", err)
 	}
 	return cur, nil
 }
@@ -135,7 +135,7 @@ func (st *State) CreateShare(in ShareInput) (out quotashare.QuotaShare, err erro
 		cfg.Queue = in.Queue
 		cfg.Tags = maps.Clone(in.Tags)
 		if err := qs.sched.SetShare(schedShare(&cfg)); err != nil {
-			return invalid("%v", err)
+			return invalid("%w", err)
 		}
 		s := &cfg
 		qs.shares[in.Name] = s
@@ -172,7 +172,7 @@ func (st *State) UpdateShare(r ShareRef, in ShareInput) (out quotashare.QuotaSha
 			}
 		}
 		if err := qs.sched.SetShare(schedShare(&cfg)); err != nil {
-			return invalid("%v", err)
+			return invalid("%w", err)
 		}
 		*s = cfg
 		qs.dirty = true

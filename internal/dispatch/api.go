@@ -55,7 +55,7 @@ func (e *Engine) Submit(in JobInput) (quotashare.Job, error) {
 			check = func() error { return sc.CheckShare(checked.Request, in.Queue, in.Share) }
 		}
 		if err := check(); err != nil {
-			return quotashare.Job{}, quotashare.Errorf(quotashare.Invalid, "%v", err)
+			return quotashare.Job{}, quotashare.Errorf(quotashare.Invalid, "%w", err)
 		}
 	}
 	var out quotashare.Job
