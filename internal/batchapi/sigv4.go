@@ -48,7 +48,7 @@ func (v *Verifier) HasTeams() bool {
 
 // LoadCredentials reads a credentials file: either one "ACCESS_KEY_ID SECRET_ACCESS_KEY"
 // pair a line (blank lines and lines starting with # skipped), every key an admin; or a
-// policy file in YAML (see authz.go and the README) that gives each principal its keys,
+// policy file in YAML (see authz.go and docs/sdk.md) that gives each principal its keys,
 // its role and a team its shares.
 //
 // Like ssh with its keys, it refuses a file that group or others may read.
