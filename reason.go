@@ -69,3 +69,61 @@ const (
 	ExitCannotPull     ExitKind = "CannotPullContainerError"  // the image could not be pulled
 	ExitCannotStartCtr ExitKind = "CannotStartContainerError" // the container could not be created
 )
+
+// The codes of a waiting job, which the scheduler gives (internal/sched): every RUNNABLE
+// job has exactly one. The MISCONFIGURATION and CAPACITY codes are AWS Batch's own.
+const (
+	// ReasonEnvironmentMax: the job needs more of a type than the environment's limit.
+	ReasonEnvironmentMax ReasonCode = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
+	// ReasonShareLimitExceeded: a RESERVE or LEND share's job needs more than the share's limit.
+	ReasonShareLimitExceeded ReasonCode = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
+	// ReasonBorrowLimitExceeded: a LEND_AND_BORROW job needs more than limit plus borrow limit.
+	ReasonBorrowLimitExceeded ReasonCode = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED:BORROW_LIMIT"
+	// ReasonBorrowableExceeded: a LEND_AND_BORROW job needs more than its limit plus all
+	// capacity the other lending shares are configured with.
+	ReasonBorrowableExceeded ReasonCode = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED:BORROWABLE"
+	// ReasonShareAtLimit: the share has used its limit and its strategy does not borrow.
+	ReasonShareAtLimit ReasonCode = "QUOTA_SHARE_AT_LIMIT"
+	// ReasonBorrowLimitReached: starting would take the share past limit plus borrow limit.
+	ReasonBorrowLimitReached ReasonCode = "BORROW_LIMIT_REACHED"
+	// ReasonNoIdleCapacity: the share would have to borrow, and not enough is idle.
+	ReasonNoIdleCapacity ReasonCode = "NO_IDLE_CAPACITY"
+	// ReasonNoFreeCapacity: the job fits its share's limit but the capacity is in use and
+	// nothing that is in use is borrowed (so nothing can be reclaimed).
+	ReasonNoFreeCapacity ReasonCode = "NO_FREE_CAPACITY"
+	// ReasonWaitingForReclaim: borrowed capacity is being reclaimed for the job.
+	ReasonWaitingForReclaim ReasonCode = "WAITING_FOR_RECLAIM"
+	// ReasonWaitingForPreemption: lower-priority jobs of the share are being preempted for it.
+	ReasonWaitingForPreemption ReasonCode = "WAITING_FOR_PREEMPTION"
+	// ReasonWaitingForMinRunTime: the attempts the job would preempt (reclaim or in-share,
+	// Reason.Rule) include some that their share's minimum run time still protects; the job
+	// waits for them to come of age, with the capacity free now held for it.
+	ReasonWaitingForMinRunTime ReasonCode = "WAITING_FOR_MIN_RUN_TIME"
+	// ReasonCapacityHeld: the job could start by the numbers, but the free capacity it
+	// would take is held for jobs that preempt for it or wait for attempts to come of age.
+	ReasonCapacityHeld ReasonCode = "CAPACITY_HELD"
+	// ReasonHeldForHead: the share holds back for its head job, which is past the
+	// head-of-line timeout.
+	ReasonHeldForHead ReasonCode = "HELD_FOR_HEAD_OF_LINE"
+	// ReasonQueuedBehind: the job is further back in its share than the last pass looked.
+	ReasonQueuedBehind ReasonCode = "QUEUED_BEHIND"
+	// ReasonPending: the job arrived (or was requeued) after the last pass.
+	ReasonPending ReasonCode = "PENDING"
+	// ReasonExecutorCapacity: the executor refused the job's last attempt for lack of
+	// capacity on its side (free GPUs, a cluster's quota); the job is held until the
+	// executor's capacity changes or its backoff has passed (Scheduler.Hold). AWS Batch's
+	// own code for a job it cannot place for lack of instances.
+	ReasonExecutorCapacity ReasonCode = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+)
+
+// TimeLimitReason is the jobStateTimeLimitActions reason that matches the code (AWS's
+// three for SageMaker queues), or "" if none does.
+func (c ReasonCode) TimeLimitReason() string {
+	switch c {
+	case ReasonEnvironmentMax, ReasonExecutorCapacity:
+		return string(c)
+	case ReasonShareLimitExceeded, ReasonBorrowLimitExceeded, ReasonBorrowableExceeded:
+		return string(ReasonShareLimitExceeded)
+	}
+	return ""
+}

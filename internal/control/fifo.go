@@ -78,13 +78,13 @@ func fifoNeed(need []quotashare.Demand) []quotashare.Demand {
 // queue's terms: it has no shares, so a share at its limit is the environment out of free
 // instances, and a job bigger than the share is one bigger than the environment. It
 // renders no text: a pass sets the code of every waiting job it looks at.
-func (qs *queueState) waitCode(r sched.Reason) sched.ReasonCode {
+func (qs *queueState) waitCode(r sched.Reason) quotashare.ReasonCode {
 	if qs.fifo() {
 		switch r.Code {
-		case sched.ReasonShareAtLimit:
-			return sched.ReasonNoFreeCapacity
-		case sched.ReasonShareLimitExceeded:
-			return sched.ReasonEnvironmentMax
+		case quotashare.ReasonShareAtLimit:
+			return quotashare.ReasonNoFreeCapacity
+		case quotashare.ReasonShareLimitExceeded:
+			return quotashare.ReasonEnvironmentMax
 		}
 	}
 	return r.Code
@@ -98,10 +98,10 @@ func (qs *queueState) waitReason(r sched.Reason) (detail, statusReason string) {
 	}
 	code := qs.waitCode(r)
 	switch r.Code {
-	case sched.ReasonShareAtLimit:
+	case quotashare.ReasonShareAtLimit:
 		detail = fmt.Sprintf("the environment of FIFO queue %s has %d of its %d instances (NUM_INSTANCES) in use; the job needs %d",
 			qs.q.Name, r.InUse, r.Limit, r.Need)
-	case sched.ReasonShareLimitExceeded:
+	case quotashare.ReasonShareLimitExceeded:
 		detail = fmt.Sprintf("the job needs %d instances; the environment of FIFO queue %s has %d (NUM_INSTANCES)",
 			r.Need, qs.q.Name, r.Limit)
 	default:

@@ -13,7 +13,6 @@ import (
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/ordered"
-	"github.com/quotashare/quotashare/internal/sched"
 )
 
 type jobTree = ordered.BTree[*quotashare.Job, *quotashare.Job]
@@ -49,7 +48,7 @@ func limitReason(j *quotashare.Job) string {
 	if j.Status != quotashare.Runnable {
 		return ""
 	}
-	return sched.ReasonCode(j.ReasonCode).TimeLimitReason()
+	return quotashare.ReasonCode(j.ReasonCode).TimeLimitReason()
 }
 
 // untrack takes a job out of the time-limit index before its status, reason code or

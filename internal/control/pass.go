@@ -91,14 +91,14 @@ func (st *State) setWaiting(j *quotashare.Job, r sched.Reason) {
 		code = qs.waitCode(r)
 	}
 	st.setReason(j, quotashare.ReasonCode(st.intern(string(code))), "", "")
-	if r.Code != sched.ReasonExecutorCapacity {
+	if r.Code != quotashare.ReasonExecutorCapacity {
 		j.HeldUntil = time.Time{}
 	}
 }
 
 // heldFor is the executor's word in a capacity refusal, without AWS's code in front.
 func heldFor(reason string) string {
-	return strings.TrimPrefix(reason, string(sched.ReasonExecutorCapacity)+" - ")
+	return strings.TrimPrefix(reason, string(quotashare.ReasonExecutorCapacity)+" - ")
 }
 
 // say sets a job's reason: its code, its detail, and the statusReason rendered from

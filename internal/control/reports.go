@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
-	"github.com/quotashare/quotashare/internal/sched"
 )
 
 // apply applies an executor report.
@@ -186,7 +185,7 @@ func (st *State) refused(qs *queueState, j *quotashare.Job, r quotashare.Report,
 		backoff = min(backoff, st.cfg.CapacityBackoff<<n)
 	}
 	held := fmt.Sprintf("%s; held for %s", r.Reason, backoff)
-	st.requeue(qs, j, quotashare.ReasonCode(sched.ReasonExecutorCapacity), held, held, j.RunnableSince) // the clock goes on
+	st.requeue(qs, j, quotashare.ReasonCode(quotashare.ReasonExecutorCapacity), held, held, j.RunnableSince) // the clock goes on
 	j.HeldUntil, j.HeldFor = now.Add(backoff), heldFor(r.Reason)
 	if err := qs.sched.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals); err != nil {
 		st.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)

@@ -56,7 +56,7 @@ func TestHold(t *testing.T) {
 			t.Fatalf("while big is held: starts %v, preemptions %+v; want low and small, none", got, p.Preemptions)
 		}
 		r, ok := s.Reason("big")
-		if !ok || r.Code != sched.ReasonExecutorCapacity || r.Count != 3 {
+		if !ok || r.Code != quotashare.ReasonExecutorCapacity || r.Count != 3 {
 			t.Fatalf("reason %+v", r)
 		}
 		text := r.String()
@@ -77,7 +77,7 @@ func TestHold(t *testing.T) {
 		if len(p.Preemptions) != 2 {
 			t.Fatalf("after the hold: %+v, want big to preempt low and small", p)
 		}
-		if r, _ := s.Reason("big"); r.Code != sched.ReasonWaitingForPreemption {
+		if r, _ := s.Reason("big"); r.Code != quotashare.ReasonWaitingForPreemption {
 			t.Fatalf("reason after the hold %s", r)
 		}
 	})

@@ -570,18 +570,18 @@ func (s *Scheduler) misconfigured(j *job) (Reason, bool) {
 	sh := j.sh
 	for _, nd := range j.need {
 		if nd.n > s.capacity[nd.t] {
-			return s.reason(j, ReasonEnvironmentMax, nd), true
+			return s.reason(j, quotashare.ReasonEnvironmentMax, nd), true
 		}
 	}
 	for _, nd := range j.need {
 		if !sh.cfg.Strategy.Borrows() {
 			if nd.n > sh.limit[nd.t] {
-				return s.reason(j, ReasonShareLimitExceeded, nd), true
+				return s.reason(j, quotashare.ReasonShareLimitExceeded, nd), true
 			}
 			continue
 		}
 		if m := sh.maxOf(nd.t); m >= 0 && nd.n > m {
-			return s.reason(j, ReasonBorrowLimitExceeded, nd), true
+			return s.reason(j, quotashare.ReasonBorrowLimitExceeded, nd), true
 		}
 		pool := sh.limit[nd.t]
 		for _, o := range s.order {
@@ -590,7 +590,7 @@ func (s *Scheduler) misconfigured(j *job) (Reason, bool) {
 			}
 		}
 		if nd.n > pool {
-			return s.reason(j, ReasonBorrowableExceeded, nd), true
+			return s.reason(j, quotashare.ReasonBorrowableExceeded, nd), true
 		}
 	}
 	return Reason{}, false

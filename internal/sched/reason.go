@@ -8,69 +8,9 @@ import (
 	"github.com/quotashare/quotashare"
 )
 
-// ReasonCode classifies why a job waits. The MISCONFIGURATION codes are AWS Batch's own.
-type ReasonCode string
-
-// The reason codes. Every RUNNABLE job has exactly one.
-const (
-	// ReasonEnvironmentMax: the job needs more of a type than the environment's limit.
-	ReasonEnvironmentMax ReasonCode = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
-	// ReasonShareLimitExceeded: a RESERVE or LEND share's job needs more than the share's limit.
-	ReasonShareLimitExceeded ReasonCode = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
-	// ReasonBorrowLimitExceeded: a LEND_AND_BORROW job needs more than limit plus borrow limit.
-	ReasonBorrowLimitExceeded ReasonCode = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED:BORROW_LIMIT"
-	// ReasonBorrowableExceeded: a LEND_AND_BORROW job needs more than its limit plus all
-	// capacity the other lending shares are configured with.
-	ReasonBorrowableExceeded ReasonCode = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED:BORROWABLE"
-	// ReasonShareAtLimit: the share has used its limit and its strategy does not borrow.
-	ReasonShareAtLimit ReasonCode = "QUOTA_SHARE_AT_LIMIT"
-	// ReasonBorrowLimitReached: starting would take the share past limit plus borrow limit.
-	ReasonBorrowLimitReached ReasonCode = "BORROW_LIMIT_REACHED"
-	// ReasonNoIdleCapacity: the share would have to borrow, and not enough is idle.
-	ReasonNoIdleCapacity ReasonCode = "NO_IDLE_CAPACITY"
-	// ReasonNoFreeCapacity: the job fits its share's limit but the capacity is in use and
-	// nothing that is in use is borrowed (so nothing can be reclaimed).
-	ReasonNoFreeCapacity ReasonCode = "NO_FREE_CAPACITY"
-	// ReasonWaitingForReclaim: borrowed capacity is being reclaimed for the job.
-	ReasonWaitingForReclaim ReasonCode = "WAITING_FOR_RECLAIM"
-	// ReasonWaitingForPreemption: lower-priority jobs of the share are being preempted for it.
-	ReasonWaitingForPreemption ReasonCode = "WAITING_FOR_PREEMPTION"
-	// ReasonWaitingForMinRunTime: the attempts the job would preempt (reclaim or in-share,
-	// Reason.Rule) include some that their share's minimum run time still protects; the job
-	// waits for them to come of age, with the capacity free now held for it.
-	ReasonWaitingForMinRunTime ReasonCode = "WAITING_FOR_MIN_RUN_TIME"
-	// ReasonCapacityHeld: the job could start by the numbers, but the free capacity it
-	// would take is held for jobs that preempt for it or wait for attempts to come of age.
-	ReasonCapacityHeld ReasonCode = "CAPACITY_HELD"
-	// ReasonHeldForHead: the share holds back for its head job, which is past the
-	// head-of-line timeout.
-	ReasonHeldForHead ReasonCode = "HELD_FOR_HEAD_OF_LINE"
-	// ReasonQueuedBehind: the job is further back in its share than the last pass looked.
-	ReasonQueuedBehind ReasonCode = "QUEUED_BEHIND"
-	// ReasonPending: the job arrived (or was requeued) after the last pass.
-	ReasonPending ReasonCode = "PENDING"
-	// ReasonExecutorCapacity: the executor refused the job's last attempt for lack of
-	// capacity on its side (free GPUs, a cluster's quota); the job is held until the
-	// executor's capacity changes or its backoff has passed (Scheduler.Hold). AWS Batch's
-	// own code for a job it cannot place for lack of instances.
-	ReasonExecutorCapacity ReasonCode = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
-)
-
-// TimeLimitReason is the jobStateTimeLimitActions reason that matches the code (AWS's
-// three for SageMaker queues), or "" if none does.
-func (c ReasonCode) TimeLimitReason() string {
-	switch c {
-	case ReasonEnvironmentMax, ReasonExecutorCapacity:
-		return string(c)
-	case ReasonShareLimitExceeded, ReasonBorrowLimitExceeded, ReasonBorrowableExceeded:
-		return string(ReasonShareLimitExceeded)
-	}
-	return ""
-}
-
 // Reason is why a job waits, with the numbers that make it so.
 type Reason struct {
-	Code  ReasonCode
+	Code  quotashare.ReasonCode
 	Share string
 	// InstanceType is the type the reason is about; the numbers below are for it.
 	InstanceType string
@@ -84,14 +24,14 @@ type Reason struct {
 	Strategy     quotashare.Strategy
 	BorrowLimit  int
 	// Other names the jobs or share the reason refers to; Count how many. For
-	// ReasonExecutorCapacity, Other is the executor's word and Count how many refusals
+	// quotashare.ReasonExecutorCapacity, Other is the executor's word and Count how many refusals
 	// in a row.
 	Other string
 	Count int
-	// Until is, for ReasonExecutorCapacity, when the hold ends at the latest (Unix ns);
-	// for ReasonWaitingForMinRunTime, when the last protected attempt comes of age.
+	// Until is, for quotashare.ReasonExecutorCapacity, when the hold ends at the latest (Unix ns);
+	// for quotashare.ReasonWaitingForMinRunTime, when the last protected attempt comes of age.
 	Until int64
-	// Rule is, for ReasonWaitingForMinRunTime, the preemption the job waits to make.
+	// Rule is, for quotashare.ReasonWaitingForMinRunTime, the preemption the job waits to make.
 	Rule Rule
 }
 
@@ -107,37 +47,37 @@ func (r Reason) String() string {
 // Text is the human sentence of the reason. The MISCONFIGURATION sentences are AWS's.
 func (r Reason) Text() string {
 	switch r.Code {
-	case ReasonEnvironmentMax:
+	case quotashare.ReasonEnvironmentMax:
 		return "Service environment(s) associated with the job queue cannot meet the capacity requirement of the job."
-	case ReasonShareLimitExceeded:
+	case quotashare.ReasonShareLimitExceeded:
 		return "Job requirements exceed quota share capacity limits."
-	case ReasonBorrowLimitExceeded:
+	case quotashare.ReasonBorrowLimitExceeded:
 		return "Job requirements exceed quota share capacity limits and borrow limits."
-	case ReasonBorrowableExceeded:
+	case quotashare.ReasonBorrowableExceeded:
 		return "Job requires borrowing that exceeds all configured borrowable capacity."
-	case ReasonShareAtLimit:
+	case quotashare.ReasonShareAtLimit:
 		return fmt.Sprintf("share %s is at its limit of %d %s (%d in use, job needs %d); borrowing is not allowed for strategy %s",
 			r.Share, r.Limit, r.InstanceType, r.InUse, r.Need, r.Strategy)
-	case ReasonBorrowLimitReached:
+	case quotashare.ReasonBorrowLimitReached:
 		return fmt.Sprintf("share %s has reached its borrow limit: %d %s in use + %d needed is more than %d (limit %d + borrowLimit %d%%)",
 			r.Share, r.InUse, r.InstanceType, r.Need, r.Max, r.Limit, r.BorrowLimit)
-	case ReasonNoIdleCapacity:
+	case quotashare.ReasonNoIdleCapacity:
 		return fmt.Sprintf("share %s is at its limit of %d %s (%d in use, job needs %d) and must borrow; other shares have %d idle to lend",
 			r.Share, r.Limit, r.InstanceType, r.InUse, r.Need, r.Available)
-	case ReasonNoFreeCapacity:
+	case quotashare.ReasonNoFreeCapacity:
 		text := fmt.Sprintf("share %s is within its limit of %d %s (%d in use, job needs %d), but only %d of the environment's %d are free for it and nothing borrowed can be reclaimed",
 			r.Share, r.Limit, r.InstanceType, r.InUse, r.Need, r.Available, r.Capacity)
 		if r.Stopping > 0 {
 			text += fmt.Sprintf("; %d held by attempts being stopped will be free soon", r.Stopping)
 		}
 		return text
-	case ReasonWaitingForReclaim:
+	case quotashare.ReasonWaitingForReclaim:
 		return fmt.Sprintf("waiting for %d preempted attempt(s) borrowing %s to stop (%s); the capacity is earmarked for this job",
 			r.Count, r.InstanceType, r.Other)
-	case ReasonWaitingForPreemption:
+	case quotashare.ReasonWaitingForPreemption:
 		return fmt.Sprintf("waiting for %d lower-priority attempt(s) of share %s to stop (%s); the capacity is earmarked for this job",
 			r.Count, r.Share, r.Other)
-	case ReasonWaitingForMinRunTime:
+	case quotashare.ReasonWaitingForMinRunTime:
 		at := time.Unix(0, r.Until).UTC().Format(time.RFC3339Nano)
 		if r.Rule == RuleInShare {
 			return fmt.Sprintf("waiting for %d lower-priority attempt(s) of share %s to reach the share's minimum run time (%s), at the latest at %s; they are then preempted for this job, and the capacity free now is held for it",
@@ -145,24 +85,24 @@ func (r Reason) Text() string {
 		}
 		return fmt.Sprintf("waiting for %d borrowing attempt(s) to reach their share's minimum run time (%s), at the latest at %s; they are then reclaimed for this job, and the capacity free now is held for it",
 			r.Count, r.Other, at)
-	case ReasonCapacityHeld:
+	case quotashare.ReasonCapacityHeld:
 		return fmt.Sprintf("the free capacity is held for %d job(s) whose preemptions will make room for them (%s); this job comes after them",
 			r.Count, r.Other)
-	case ReasonHeldForHead:
+	case quotashare.ReasonHeldForHead:
 		return fmt.Sprintf("share %s holds back for its head job %s, which has waited longer than the head-of-line timeout",
 			r.Share, r.Other)
-	case ReasonQueuedBehind:
+	case quotashare.ReasonQueuedBehind:
 		return fmt.Sprintf("%d job(s) of share %s are ahead of this one", r.Count, r.Share)
-	case ReasonPending:
+	case quotashare.ReasonPending:
 		return "waiting for the next scheduling pass"
-	case ReasonExecutorCapacity:
+	case quotashare.ReasonExecutorCapacity:
 		return fmt.Sprintf("the executor refused the attempt for lack of capacity (%s; refusal %d in a row); the job is tried again when the executor's capacity changes, and at the latest at %s",
 			r.Other, r.Count, time.Unix(0, r.Until).UTC().Format(time.RFC3339))
 	}
 	return string(r.Code)
 }
 
-func (s *Scheduler) reason(j *job, code ReasonCode, nd need) Reason {
+func (s *Scheduler) reason(j *job, code quotashare.ReasonCode, nd need) Reason {
 	sh := j.sh
 	r := Reason{Code: code, Share: sh.cfg.Name, InstanceType: s.typeNames[nd.t], Need: nd.n,
 		Limit: sh.limit[nd.t], InUse: sh.used[nd.t], Max: sh.maxOf(nd.t), Capacity: s.capacity[nd.t],
@@ -183,9 +123,9 @@ func (s *Scheduler) classify(j *job) Reason {
 	}
 	sh := j.sh
 	if em := j.earmark; em != nil {
-		code := ReasonWaitingForReclaim
+		code := quotashare.ReasonWaitingForReclaim
 		if em.rule == RuleInShare {
-			code = ReasonWaitingForPreemption
+			code = quotashare.ReasonWaitingForPreemption
 		}
 		nd := j.need[0] // the first type the victims free, which the text names
 	found:
@@ -202,12 +142,12 @@ func (s *Scheduler) classify(j *job) Reason {
 		return r
 	}
 	if w := j.waitAge; w != nil && j.seen == s.pass {
-		r := s.reason(j, ReasonWaitingForMinRunTime, j.need[0])
+		r := s.reason(j, quotashare.ReasonWaitingForMinRunTime, j.need[0])
 		r.Other, r.Count, r.Until, r.Rule = jobNames(w.protected), len(w.protected), w.until, w.rule
 		return r
 	}
 	if h := sh.heldBy; h != nil && h != j {
-		r := s.reason(j, ReasonHeldForHead, j.need[0])
+		r := s.reason(j, quotashare.ReasonHeldForHead, j.need[0])
 		r.Other = h.id
 		return r
 	}
@@ -220,21 +160,21 @@ func (s *Scheduler) classify(j *job) Reason {
 			continue
 		}
 		if !sh.cfg.Strategy.Borrows() {
-			return s.reason(j, ReasonShareAtLimit, nd)
+			return s.reason(j, quotashare.ReasonShareAtLimit, nd)
 		}
 		if m := sh.maxOf(nd.t); m >= 0 && sh.used[nd.t]+nd.n > m {
-			return s.reason(j, ReasonBorrowLimitReached, nd)
+			return s.reason(j, quotashare.ReasonBorrowLimitReached, nd)
 		}
 		extra := max(0, sh.used[nd.t]+nd.n-sh.limit[nd.t]) - max(0, sh.used[nd.t]-sh.limit[nd.t])
 		if idle := s.idleFor(sh, nd.t, avail); extra > idle {
-			r := s.reason(j, ReasonNoIdleCapacity, nd)
+			r := s.reason(j, quotashare.ReasonNoIdleCapacity, nd)
 			r.Available = idle
 			return r
 		}
 	}
 	for _, nd := range j.need {
 		if a := s.allowed(sh, nd.t, avail); a < nd.n {
-			r := s.reason(j, ReasonNoFreeCapacity, nd)
+			r := s.reason(j, quotashare.ReasonNoFreeCapacity, nd)
 			r.Available = max(0, a)
 			for _, o := range s.order {
 				r.Stopping += o.stopping[nd.t]
@@ -251,11 +191,11 @@ func (s *Scheduler) classify(j *job) Reason {
 		}
 	}
 	if len(others) > 0 {
-		r := s.reason(j, ReasonCapacityHeld, j.need[0])
+		r := s.reason(j, quotashare.ReasonCapacityHeld, j.need[0])
 		r.Other, r.Count = jobNames(others), len(others)
 		return r
 	}
-	r := s.reason(j, ReasonNoFreeCapacity, j.need[0])
+	r := s.reason(j, quotashare.ReasonNoFreeCapacity, j.need[0])
 	r.Available = 0
 	return r
 }
@@ -276,12 +216,12 @@ func (s *Scheduler) Reason(id string) (Reason, bool) {
 		return *j.reason, true
 	}
 	if h := j.sh.heldBy; h != nil && h != j {
-		r := s.reason(j, ReasonHeldForHead, j.need[0])
+		r := s.reason(j, quotashare.ReasonHeldForHead, j.need[0])
 		r.Other = h.id
 		return r, true
 	}
 	if j.arrivedPass == s.pass {
-		return s.reason(j, ReasonPending, j.need[0]), true
+		return s.reason(j, quotashare.ReasonPending, j.need[0]), true
 	}
 	ahead := j.sh.queue.Rank(j)
 	if ahead < s.cfg.BackfillDepth {
@@ -289,7 +229,7 @@ func (s *Scheduler) Reason(id string) (Reason, bool) {
 		// could start: say why from the state as it is.
 		return s.classify(j), true
 	}
-	r := s.reason(j, ReasonQueuedBehind, j.need[0])
+	r := s.reason(j, quotashare.ReasonQueuedBehind, j.need[0])
 	r.Count = ahead
 	return r, true
 }
@@ -335,7 +275,7 @@ func (s *Scheduler) shrinkText(t, capT, usedT int) string {
 }
 
 func (s *Scheduler) heldReason(j *job) Reason {
-	r := s.reason(j, ReasonExecutorCapacity, j.need[0])
+	r := s.reason(j, quotashare.ReasonExecutorCapacity, j.need[0])
 	h := s.held[j]
 	r.Other, r.Count, r.Until = h.detail, h.refusals, h.until
 	return r

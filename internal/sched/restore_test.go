@@ -34,7 +34,7 @@ func TestRestore(t *testing.T) {
 	if len(p.Starts) != 0 || len(p.Preemptions) != 0 {
 		t.Fatalf("nothing may start or be preempted while b2 stops: %+v", p)
 	}
-	if r, _ := s.Reason("l1"); r.Code != sched.ReasonWaitingForReclaim || r.Other != "b2 of share borrower" {
+	if r, _ := s.Reason("l1"); r.Code != quotashare.ReasonWaitingForReclaim || r.Other != "b2 of share borrower" {
 		t.Errorf("l1: %v", r)
 	}
 	must(s.Stopped("b2", true, t0.Add(2*time.Minute)))
@@ -43,7 +43,7 @@ func TestRestore(t *testing.T) {
 		t.Fatalf("l1 should start on the reclaimed instance: %+v", p)
 	}
 	for _, id := range []string{"b2", "b3"} {
-		if r, ok := s.Reason(id); !ok || r.Code != sched.ReasonNoIdleCapacity {
+		if r, ok := s.Reason(id); !ok || r.Code != quotashare.ReasonNoIdleCapacity {
 			t.Errorf("%s: %v %v", id, r, ok)
 		}
 	}

@@ -606,7 +606,7 @@ func (s *Scheduler) Remove(id string) error {
 // Hold keeps a RUNNABLE job out of scheduling passes until until, or until ReleaseHeld:
 // the executor refused its last attempt for lack of capacity on its side. The job keeps
 // its place in its share's queue; it starts or preempts nothing while held, and its reason
-// is ReasonExecutorCapacity with detail (the executor's word, with its numbers) and the
+// is quotashare.ReasonExecutorCapacity with detail (the executor's word, with its numbers) and the
 // count of refusals in a row.
 func (s *Scheduler) Hold(id string, until time.Time, detail string, refusals int) error {
 	j, err := s.lookup(id)

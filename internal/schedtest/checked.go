@@ -178,7 +178,7 @@ func (a *AgeWaits) Check(now time.Time, queued []string, reason func(id string) 
 	var err error
 	for _, id := range queued {
 		r, ok := reason(id)
-		if !ok || r.Code != sched.ReasonWaitingForMinRunTime {
+		if !ok || r.Code != quotashare.ReasonWaitingForMinRunTime {
 			continue
 		}
 		since, ok := a.since[id]

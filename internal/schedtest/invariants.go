@@ -34,7 +34,7 @@ type LedgerJob struct {
 	// Started is when the active attempt started; Reason the last reason code the
 	// scheduler gave while the job waited.
 	Started time.Time
-	Reason  sched.ReasonCode
+	Reason  quotashare.ReasonCode
 }
 
 // protected reports whether v's share's minimum run time protects it from rule now.
@@ -307,7 +307,7 @@ func (l *Ledger) Apply(p sched.Plan) []error {
 		if j := l.Jobs[w.JobID]; j != nil {
 			j.Reason = w.Reason.Code
 		}
-		if w.Reason.Code != sched.ReasonWaitingForMinRunTime {
+		if w.Reason.Code != quotashare.ReasonWaitingForMinRunTime {
 			continue
 		}
 		if until := time.Unix(0, w.Reason.Until); !until.After(l.Now) || p.WakeAt.IsZero() || p.WakeAt.After(until) || !p.WakeAt.After(l.Now) {
@@ -315,7 +315,7 @@ func (l *Ledger) Apply(p sched.Plan) []error {
 		}
 	}
 	for _, j := range l.Jobs {
-		ageWaits = ageWaits || (j.State == "queued" && j.Reason == sched.ReasonWaitingForMinRunTime)
+		ageWaits = ageWaits || (j.State == "queued" && j.Reason == quotashare.ReasonWaitingForMinRunTime)
 	}
 
 	// Invariant 5: with nothing stopping and no job holding free capacity while it waits

@@ -87,7 +87,7 @@ func TestMinRunTimeChecks(t *testing.T) {
 		t.Errorf("a job waiting for protected borrowing: %v", errs)
 	}
 	until := t0.Add(time.Minute)
-	wait := sched.Wait{JobID: "J", Reason: sched.Reason{Code: sched.ReasonWaitingForMinRunTime, Until: until.UnixNano()}}
+	wait := sched.Wait{JobID: "J", Reason: sched.Reason{Code: quotashare.ReasonWaitingForMinRunTime, Until: until.UnixNano()}}
 	if errs := world(true).Apply(sched.Plan{Waiting: []sched.Wait{wait}}); len(errs) == 0 || !strings.Contains(errs[0].Error(), "come of age") {
 		t.Errorf("a wait with no pass to end it: %v", errs)
 	}

@@ -374,10 +374,10 @@ func (r *Reference) ownShort(j *refJob, avail map[string]int) []quotashare.Deman
 	return short
 }
 
-func (r *Reference) misconfigured(j *refJob) (sched.ReasonCode, string, int, bool) {
+func (r *Reference) misconfigured(j *refJob) (quotashare.ReasonCode, string, int, bool) {
 	for _, d := range j.need {
 		if d.Count > r.capacity[d.InstanceType] {
-			return sched.ReasonEnvironmentMax, d.InstanceType, d.Count, true
+			return quotashare.ReasonEnvironmentMax, d.InstanceType, d.Count, true
 		}
 	}
 	sh := r.shares[j.share]
@@ -385,12 +385,12 @@ func (r *Reference) misconfigured(j *refJob) (sched.ReasonCode, string, int, boo
 		t := d.InstanceType
 		if !sh.cfg.Strategy.Borrows() {
 			if d.Count > sh.limits[t] {
-				return sched.ReasonShareLimitExceeded, t, d.Count, true
+				return quotashare.ReasonShareLimitExceeded, t, d.Count, true
 			}
 			continue
 		}
 		if m := r.maxOf(j.share, t); m >= 0 && d.Count > m {
-			return sched.ReasonBorrowLimitExceeded, t, d.Count, true
+			return quotashare.ReasonBorrowLimitExceeded, t, d.Count, true
 		}
 		pool := sh.limits[t]
 		for name, o := range r.shares {
@@ -399,7 +399,7 @@ func (r *Reference) misconfigured(j *refJob) (sched.ReasonCode, string, int, boo
 			}
 		}
 		if d.Count > pool {
-			return sched.ReasonBorrowableExceeded, t, d.Count, true
+			return quotashare.ReasonBorrowableExceeded, t, d.Count, true
 		}
 	}
 	return "", "", 0, false

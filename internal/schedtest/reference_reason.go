@@ -8,7 +8,7 @@ import (
 	"github.com/quotashare/quotashare/internal/sched"
 )
 
-func (r *Reference) reasonFor(j *refJob, code sched.ReasonCode, d quotashare.Demand) sched.Reason {
+func (r *Reference) reasonFor(j *refJob, code quotashare.ReasonCode, d quotashare.Demand) sched.Reason {
 	sh := r.shares[j.share]
 	rs := sched.Reason{Code: code, Share: j.share, InstanceType: d.InstanceType, Need: d.Count,
 		Limit: sh.limits[d.InstanceType], InUse: r.used(j.share, d.InstanceType), Max: r.maxOf(j.share, d.InstanceType),
@@ -25,9 +25,9 @@ func (r *Reference) classify(j *refJob) sched.Reason {
 	}
 	sh := r.shares[j.share]
 	if em := j.earmark; em != nil {
-		code := sched.ReasonWaitingForReclaim
+		code := quotashare.ReasonWaitingForReclaim
 		if em.rule == sched.RuleInShare {
-			code = sched.ReasonWaitingForPreemption
+			code = quotashare.ReasonWaitingForPreemption
 		}
 		d := j.need[0] // the first type the victims free
 		if i := slices.IndexFunc(j.need, func(n quotashare.Demand) bool {
@@ -40,12 +40,12 @@ func (r *Reference) classify(j *refJob) sched.Reason {
 		return rs
 	}
 	if w := j.ageWait; w != nil && j.seen == r.pass {
-		rs := r.reasonFor(j, sched.ReasonWaitingForMinRunTime, j.need[0])
+		rs := r.reasonFor(j, quotashare.ReasonWaitingForMinRunTime, j.need[0])
 		rs.Other, rs.Count, rs.Until, rs.Rule = jobNames(w.protected), len(w.protected), w.until, w.rule
 		return rs
 	}
 	if h := r.heldBy[j.share]; h != "" && h != j.id {
-		rs := r.reasonFor(j, sched.ReasonHeldForHead, j.need[0])
+		rs := r.reasonFor(j, quotashare.ReasonHeldForHead, j.need[0])
 		rs.Other = h
 		return rs
 	}
@@ -60,20 +60,20 @@ func (r *Reference) classify(j *refJob) sched.Reason {
 			continue
 		}
 		if !sh.cfg.Strategy.Borrows() {
-			return r.reasonFor(j, sched.ReasonShareAtLimit, d)
+			return r.reasonFor(j, quotashare.ReasonShareAtLimit, d)
 		}
 		if m := r.maxOf(j.share, t); m >= 0 && u+d.Count > m {
-			return r.reasonFor(j, sched.ReasonBorrowLimitReached, d)
+			return r.reasonFor(j, quotashare.ReasonBorrowLimitReached, d)
 		}
 		if idle := r.idle(j.share, t, avail); max(0, u+d.Count-l)-max(0, u-l) > idle {
-			rs := r.reasonFor(j, sched.ReasonNoIdleCapacity, d)
+			rs := r.reasonFor(j, quotashare.ReasonNoIdleCapacity, d)
 			rs.Available = idle
 			return rs
 		}
 	}
 	for _, d := range j.need {
 		if a := r.allowed(j.share, d.InstanceType, avail); a < d.Count {
-			rs := r.reasonFor(j, sched.ReasonNoFreeCapacity, d)
+			rs := r.reasonFor(j, quotashare.ReasonNoFreeCapacity, d)
 			rs.Available = max(0, a)
 			for name := range r.shares {
 				rs.Stopping += r.usage(name, d.InstanceType, "stopping")
@@ -88,11 +88,11 @@ func (r *Reference) classify(j *refJob) sched.Reason {
 		}
 	}
 	if len(others) > 0 {
-		rs := r.reasonFor(j, sched.ReasonCapacityHeld, j.need[0])
+		rs := r.reasonFor(j, quotashare.ReasonCapacityHeld, j.need[0])
 		rs.Other, rs.Count = jobNames(others), len(others)
 		return rs
 	}
-	return r.reasonFor(j, sched.ReasonNoFreeCapacity, j.need[0])
+	return r.reasonFor(j, quotashare.ReasonNoFreeCapacity, j.need[0])
 }
 
 // Reason implements sim.Core.
@@ -108,12 +108,12 @@ func (r *Reference) Reason(id string) (sched.Reason, bool) {
 		return *j.reason, true
 	}
 	if h := r.heldBy[j.share]; h != "" && h != j.id {
-		rs := r.reasonFor(j, sched.ReasonHeldForHead, j.need[0])
+		rs := r.reasonFor(j, quotashare.ReasonHeldForHead, j.need[0])
 		rs.Other = h
 		return rs, true
 	}
 	if j.arrivedPass == r.pass {
-		return r.reasonFor(j, sched.ReasonPending, j.need[0]), true
+		return r.reasonFor(j, quotashare.ReasonPending, j.need[0]), true
 	}
 	ahead := 0
 	for _, o := range r.queue(j.share) {
@@ -125,7 +125,7 @@ func (r *Reference) Reason(id string) (sched.Reason, bool) {
 	if ahead < r.cfg.BackfillDepth {
 		return r.classify(j), true
 	}
-	rs := r.reasonFor(j, sched.ReasonQueuedBehind, j.need[0])
+	rs := r.reasonFor(j, quotashare.ReasonQueuedBehind, j.need[0])
 	rs.Count = ahead
 	return rs, true
 }
