@@ -98,14 +98,6 @@ func principalOf(ctx context.Context) *Principal {
 	return p
 }
 
-// readOps are the operations every principal may call.
-var readOps = map[string]bool{"describeschedulingpolicies": true, "listschedulingpolicies": true, "describeserviceenvironments": true,
-	"describejobqueues": true, "describequotashare": true, "listquotashares": true, "describeservicejob": true, "listservicejobs": true,
-	"getjobqueuesnapshot": true, "previewchanges": true}
-
-// jobOps are the operations a team may call on jobs of its shares.
-var jobOps = map[string]bool{"submitservicejob": true, "updateservicejob": true, "terminateservicejob": true}
-
 // Authorize wraps the API: a request of a principal that may not do it is refused with
 // AccessDeniedException, naming the principal and what it lacks. Reads of logs and
 // metrics need only a known principal (Require checks that).
@@ -120,17 +112,18 @@ func Authorize(e interface {
 		}
 		op := strings.TrimPrefix(r.URL.Path, "/v1/")
 		if strings.HasPrefix(op, "tags/") {
-			op = "tags"
+			op = TagsOperation
 			if r.Method == http.MethodGet {
 				h.ServeHTTP(w, r) // ListTagsForResource
 				return
 			}
 		}
+		a, known := access[op]
 		switch {
-		case readOps[op]:
+		case known && a == AccessRead:
 			h.ServeHTTP(w, r)
 			return
-		case !jobOps[op] || p.Role != RoleTeam:
+		case !known || a != AccessJob || p.Role != RoleTeam:
 			deny(w, fmt.Sprintf("principal %s (%s) may not call %s", p.Name, p.Role, op))
 			return
 		}

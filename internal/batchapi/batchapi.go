@@ -77,35 +77,8 @@ type Handler struct {
 // and account.
 func New(e Engine, arns ARNs) *Handler {
 	h := &Handler{e: e, arns: arns, mux: http.NewServeMux()}
-	ops := map[string]http.HandlerFunc{
-		"createschedulingpolicy":      op(h.createPolicy),
-		"updateschedulingpolicy":      op(h.updatePolicy),
-		"describeschedulingpolicies":  op(h.describePolicies),
-		"listschedulingpolicies":      op(h.listPolicies),
-		"deleteschedulingpolicy":      op(h.deletePolicy),
-		"createserviceenvironment":    op(h.createEnv),
-		"updateserviceenvironment":    op(h.updateEnv),
-		"describeserviceenvironments": op(h.describeEnvs),
-		"deleteserviceenvironment":    op(h.deleteEnv),
-		"createjobqueue":              op(h.createQueue),
-		"updatejobqueue":              op(h.updateQueue),
-		"describejobqueues":           op(h.describeQueues),
-		"deletejobqueue":              op(h.deleteQueue),
-		"createquotashare":            op(h.createShare),
-		"updatequotashare":            op(h.updateShare),
-		"describequotashare":          op(h.describeShare),
-		"listquotashares":             op(h.listShares),
-		"deletequotashare":            op(h.deleteShare),
-		"submitservicejob":            op(h.submit),
-		"describeservicejob":          op(h.describeJob),
-		"listservicejobs":             op(h.listJobs),
-		"updateservicejob":            op(h.updateJob),
-		"terminateservicejob":         op(h.terminateJob),
-		"getjobqueuesnapshot":         op(h.snapshot),
-		"previewchanges":              op(h.preview), // quotashare's own (preview.go)
-	}
-	for name, fn := range ops {
-		h.mux.Handle("POST /v1/"+name, fn)
+	for _, o := range Operations {
+		h.mux.Handle("POST /v1/"+o.Name, o.handler(h))
 	}
 	h.mux.HandleFunc("/v1/tags/", h.tags)
 	h.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {

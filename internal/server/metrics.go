@@ -87,14 +87,11 @@ func (m *metrics) Started(waits []control.StartWait) {
 
 func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
 
-// operations are the API's operation names, the only values of the operation label.
+// operations are the API's operation names (batchapi.Operations), the only values of the
+// operation label.
 var operations = func() map[string]bool {
 	ops := map[string]bool{}
-	for _, op := range []string{"createschedulingpolicy", "updateschedulingpolicy", "deleteschedulingpolicy", "describeschedulingpolicies",
-		"listschedulingpolicies", "createserviceenvironment", "updateserviceenvironment", "deleteserviceenvironment",
-		"describeserviceenvironments", "createjobqueue", "updatejobqueue", "deletejobqueue", "describejobqueues", "getjobqueuesnapshot",
-		"createquotashare", "updatequotashare", "deletequotashare", "describequotashare", "listquotashares", "submitservicejob",
-		"describeservicejob", "listservicejobs", "terminateservicejob", "updateservicejob", "tags"} {
+	for _, op := range batchapi.OperationNames() {
 		ops[op] = true
 	}
 	return ops
