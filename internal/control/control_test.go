@@ -88,8 +88,8 @@ func world(t *testing.T) (*State, map[string]string) {
 		ids[j.name] = ok[quotashare.Job](t)(submitTo(s, j.name, j.share, j.n, 1)).ID
 		step(s, time.Second)
 	}
-	s.Flush()
-	s.TakeActions()
+	s.flush()
+	s.takeActions()
 	s.TakeWrote()
 	return s, ids
 }
@@ -97,7 +97,7 @@ func world(t *testing.T) (*State, map[string]string) {
 // step moves the clock on by d and runs one turn of the loop with the reports.
 func step(s *State, d time.Duration, reports ...quotashare.Report) {
 	s.SetTime(s.clock.Add(d))
-	s.Step(reports, false)
+	s.step(reports, false)
 }
 
 // view renders everything a client can read of the state, for before/after comparisons.
@@ -322,10 +322,10 @@ func TestCommands(t *testing.T) {
 				if s.TakeWrote() {
 					t.Error("a refused command reported a write")
 				}
-				if rs := s.Flush(); len(rs) != 0 {
+				if rs := s.flush(); len(rs) != 0 {
 					t.Errorf("a refused command left records to write: %v", keys(rs))
 				}
-				if as := s.TakeActions(); len(as) != 0 {
+				if as := s.takeActions(); len(as) != 0 {
 					t.Errorf("a refused command asked for executor calls: %+v", as)
 				}
 				if after := view(t, s); after != before {
@@ -348,7 +348,7 @@ func TestCommands(t *testing.T) {
 				want = append(want, kind+" "+key)
 			}
 			slices.Sort(want)
-			if got := keys(s.Flush()); !slices.Equal(got, want) {
+			if got := keys(s.flush()); !slices.Equal(got, want) {
 				t.Errorf("records %v, want %v", got, want)
 			}
 		})
@@ -430,8 +430,8 @@ func TestReports(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%s %s", c.state, r.Kind, stateName(r.State)), func(t *testing.T) {
 			s, ids := world(t)
 			c.setup(t, s, ids)
-			s.Flush()
-			s.TakeActions()
+			s.flush()
+			s.takeActions()
 			step(s, time.Second, c.report(ids["b1"]))
 			j := ok[quotashare.Job](t)(s.Job(ids["b1"]))
 			if j.Status != c.wantStatus || (c.wantCode != "" && j.ReasonCode != c.wantCode) {
@@ -440,7 +440,7 @@ func TestReports(t *testing.T) {
 			if j.ReasonCode == "" {
 				t.Errorf("job %s has no reason code (%q)", j.Status, j.StatusReason)
 			}
-			wrote := slices.Contains(keys(s.Flush()), "job "+ids["b1"])
+			wrote := slices.Contains(keys(s.flush()), "job "+ids["b1"])
 			if wrote != c.taken {
 				t.Errorf("the job's record written: %v, want %v", wrote, c.taken)
 			}
@@ -567,7 +567,7 @@ func TestListJobs(t *testing.T) {
 func TestDeleteShare(t *testing.T) {
 	s, ids := world(t) // share a: a1 running (2 instances), a2 waiting
 	step(s, time.Second, quotashare.Report{JobID: ids["a1"], AttemptID: ids["a1"] + "-1", State: quotashare.AttemptRunning})
-	s.Flush()
+	s.flush()
 	if err := s.DeleteShare(shareA); err == nil || !strings.Contains(err.Error(), "set its state to DISABLED first") {
 		t.Fatalf("deleting an enabled share: %v", err)
 	}
@@ -575,14 +575,14 @@ func TestDeleteShare(t *testing.T) {
 	if _, err := submitTo(s, "x", "a", 1, 1); err == nil || !strings.Contains(err.Error(), "is DISABLED and accepts no new jobs") {
 		t.Fatalf("submitting to a disabled share: %v", err)
 	}
-	s.Flush()
+	s.flush()
 	if err := s.DeleteShare(shareA); err != nil {
 		t.Fatal(err)
 	}
-	if got := keys(s.Flush()); !slices.Equal(got, []string{"job " + ids["a1"], "job " + ids["a2"], "share q/a"}) {
+	if got := keys(s.flush()); !slices.Equal(got, []string{"job " + ids["a1"], "job " + ids["a2"], "share q/a"}) {
 		t.Errorf("records of the delete: %v", got)
 	}
-	if as := s.TakeActions(); len(as) != 1 || as[0].Stop != ids["a1"]+"-1" {
+	if as := s.takeActions(); len(as) != 1 || as[0].Stop != ids["a1"]+"-1" {
 		t.Errorf("executor calls of the delete: %+v, want a Stop of a1's attempt", as)
 	}
 	if j := ok[quotashare.Job](t)(s.Job(ids["a2"])); j.Status != quotashare.Failed || j.ReasonCode != quotashare.ReasonTerminated {
@@ -598,14 +598,14 @@ func TestDeleteShare(t *testing.T) {
 	if err := s.DeleteShare(shareA); err != nil {
 		t.Errorf("deleting it again while it is deleted: %v", err)
 	}
-	s.Flush()
+	s.flush()
 
 	step(s, time.Second, quotashare.Report{JobID: ids["a1"], AttemptID: ids["a1"] + "-1", State: quotashare.AttemptExited,
 		Kind: quotashare.ExitAlgorithmError, Signalled: true, Reason: "AlgorithmError: killed"})
 	if j := ok[quotashare.Job](t)(s.Job(ids["a1"])); j.Status != quotashare.Failed || j.StatusReason != "Quota share a was deleted" {
 		t.Errorf("running job once stopped: %s %q", j.Status, j.StatusReason)
 	}
-	if got := keys(s.Flush()); !slices.Contains(got, "share q/a (deleted)") {
+	if got := keys(s.flush()); !slices.Contains(got, "share q/a (deleted)") {
 		t.Errorf("records when the last job ended: %v, want the share deleted", got)
 	}
 	if _, err := s.DescribeShare(shareA); err == nil {

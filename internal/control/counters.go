@@ -110,7 +110,7 @@ func priorityBand(p int) string {
 }
 
 // TakeStartWaits returns the first starts' waits since the last call.
-func (st *State) TakeStartWaits() []StartWait {
+func (st *State) takeStartWaits() []StartWait {
 	w := st.waits
 	st.waits = nil
 	return w

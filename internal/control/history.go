@@ -187,7 +187,7 @@ func (st *State) removeJob(qs *queueState, j *quotashare.Job) {
 // SetSweepBudget bounds the expired jobs the next Step removes: the runner gives a few
 // while requests are flowing, so that a backlog of removals adds little to the batches
 // requests wait for, and a negative budget (SweepBatch) once they are quiet.
-func (st *State) SetSweepBudget(n int) { st.budget = n }
+func (st *State) setSweepBudget(n int) { st.budget = n }
 
 func (st *State) sweepLimit() int {
 	if st.budget >= 0 {
@@ -200,7 +200,7 @@ func (st *State) sweepLimit() int {
 // the next (it removed as many as one Step may): the runner then runs the next Step at
 // once rather than at its next tick, so that a backlog (after a long stop, or a lowered
 // retention) goes at the pace of its commits, between requests.
-func (st *State) MoreToSweep() bool { return st.moreToSweep }
+func (st *State) sweepLeft() bool { return st.moreToSweep }
 
 // Retained counts the finished jobs kept, waiting for their retention to end.
 func (st *State) Retained() int { return st.finished.len() }

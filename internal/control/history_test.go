@@ -134,8 +134,8 @@ func TestRetention(t *testing.T) {
 	c, err := CheckJob(in)
 	check(t, err)
 	ok[quotashare.Job](t)(s.Submit(in, c))
-	store.commit(s.Flush())
-	s.TakeActions()
+	store.commit(s.flush())
+	s.takeActions()
 	if s.Retained() != 5 {
 		t.Fatalf("retained %d, want 5", s.Retained())
 	}
@@ -145,15 +145,15 @@ func TestRetention(t *testing.T) {
 	if got := listed(t, s); strings.Join(got, " ") != "waiting running f5 f4 f3 f2 f1" {
 		t.Fatalf("before the retention ends: %v", got)
 	}
-	if b := s.Flush(); len(b) != 0 || s.Retained() != 5 {
+	if b := s.flush(); len(b) != 0 || s.Retained() != 5 {
 		t.Fatalf("nothing is due yet, and the step wrote %d records, retained %d", len(b), s.Retained())
 	}
 
 	// An hour and three and a half minutes after f1 ended, f1..f4 are due, and f5 is
 	// not: two go in each step.
 	s.SetTime(s.clock.Add(5*time.Minute + 30*time.Second))
-	s.Step(nil, false)
-	batch := s.Flush()
+	s.step(nil, false)
+	batch := s.flush()
 	store.commit(batch)
 	var deleted []string
 	for _, r := range batch {
@@ -165,10 +165,10 @@ func TestRetention(t *testing.T) {
 	if want := []string{ids["f1"], ids["f2"]}; !slices.Equal(deleted, want) {
 		t.Fatalf("first sweep deleted %v, want %v (the two that finished first)", deleted, want)
 	}
-	if !s.MoreToSweep() {
+	if !s.sweepLeft() {
 		t.Fatal("two more jobs are due, and MoreToSweep says no")
 	}
-	acts := s.TakeActions()
+	acts := s.takeActions()
 	if len(acts) != 2 || !slices.Equal(acts[0].Forget, []string{ids["f1"] + "-1"}) || !slices.Equal(acts[1].Forget, []string{ids["f2"] + "-1"}) {
 		t.Fatalf("actions %+v, want the two jobs' attempts forgotten", acts)
 	}
@@ -191,8 +191,8 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("after the restart, retained %d, want 3", s2.Retained())
 	}
 	step(s2, time.Second)
-	store.commit(s2.Flush())
-	if s2.MoreToSweep() {
+	store.commit(s2.flush())
+	if s2.sweepLeft() {
 		t.Fatal("no job is due any more, and MoreToSweep says yes")
 	}
 	if got := listed(t, s2); strings.Join(got, " ") != "waiting running f5" {
@@ -208,7 +208,7 @@ func TestRetention(t *testing.T) {
 
 	// Long after: f5 goes, and the running job stays.
 	step(s2, 30*24*time.Hour)
-	store.commit(s2.Flush())
+	store.commit(s2.flush())
 	if got := listed(t, s2); strings.Join(got, " ") != "f1 waiting running" {
 		t.Fatalf("a month on: %v", got)
 	}
@@ -224,9 +224,9 @@ func TestRetentionOff(t *testing.T) {
 	id := ok[quotashare.Job](t)(submitTo(s, "j", "a", 1, 1)).ID
 	step(s, time.Second)
 	step(s, time.Second, exited(id, true))
-	s.Flush()
+	s.flush()
 	step(s, 10*365*24*time.Hour)
-	if b := s.Flush(); len(b) != 0 || s.Retained() != 1 {
+	if b := s.flush(); len(b) != 0 || s.Retained() != 1 {
 		t.Fatalf("ten years on: %d records written, %d retained; want none and 1", len(b), s.Retained())
 	}
 }
@@ -373,8 +373,8 @@ func testListMatchesScan(t *testing.T) {
 					rt.Fatalf("%+v: listed %v; of the jobs that matched throughout, want %v", f, got, stayed)
 				}
 			}
-			s.Flush()
-			s.TakeActions()
+			s.flush()
+			s.takeActions()
 			refresh()
 			checkIndexes(rt, s)
 		}
@@ -550,8 +550,8 @@ func TestSweepBudget(t *testing.T) {
 	}
 	s.SetTime(s.clock.Add(2 * time.Hour))
 	for _, c := range []struct{ budget, removed, left int }{{1, 1, 9}, {0, 0, 9}, {2, 2, 7}, {-1, 4, 3}, {100, 3, 0}} {
-		s.SetSweepBudget(c.budget)
-		s.Step(nil, false)
+		s.setSweepBudget(c.budget)
+		s.step(nil, false)
 		if got := s.Retained(); got != c.left {
 			t.Fatalf("budget %d: %d retained, want %d", c.budget, got, c.left)
 		}
@@ -588,7 +588,7 @@ func TestJobCountsAndStartWaits(t *testing.T) {
 	a := ok[quotashare.Job](t)(submitTo(s, "a", "a", 1, 5))
 	ok[quotashare.Job](t)(submitTo(s, "b", "a", 200, 150)) // never fits
 	step(s, 3*time.Second)
-	waits := s.TakeStartWaits()
+	waits := s.takeStartWaits()
 	if len(waits) != 1 || waits[0].Share != "a" || waits[0].Band != "0-9" || waits[0].Wait < 3*time.Second-time.Millisecond {
 		t.Fatalf("waits %+v, want a's 3 s in band 0-9", waits)
 	}
@@ -599,7 +599,7 @@ func TestJobCountsAndStartWaits(t *testing.T) {
 	if got := s.JobCounts(); got[ShareStatusKey{"q", "a", quotashare.Failed}] != 1 || got[ShareStatusKey{"q", "a", quotashare.Scheduled}] != 0 {
 		t.Fatalf("counts after a failed: %+v", got)
 	}
-	if w := s.TakeStartWaits(); len(w) != 0 {
+	if w := s.takeStartWaits(); len(w) != 0 {
 		t.Fatalf("waits again: %+v", w)
 	}
 }
@@ -623,7 +623,7 @@ func TestReclaimWait(t *testing.T) {
 	b2 := ok[quotashare.Job](t)(submitTo(s, "b2", "b", 1, 1)) // borrows a's instance
 	step(s, time.Second)
 	_ = b1
-	s.TakeStartWaits()
+	s.takeStartWaits()
 	a1 := ok[quotashare.Job](t)(submitTo(s, "a1", "a", 1, 1)) // reclaims it
 	step(s, time.Second)
 	if j, _ := s.Job(b2.ID); j.Current == nil || j.Current.Stop != quotashare.StopPreempted {
@@ -631,7 +631,7 @@ func TestReclaimWait(t *testing.T) {
 	}
 	step(s, 5*time.Second, quotashare.Report{JobID: b2.ID, AttemptID: b2.ID + "-1", State: quotashare.AttemptExited, Signalled: true})
 	var reclaims []StartWait
-	for _, w := range s.TakeStartWaits() {
+	for _, w := range s.takeStartWaits() {
 		if w.Reclaim {
 			reclaims = append(reclaims, w)
 		}

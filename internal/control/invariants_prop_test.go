@@ -60,7 +60,7 @@ func (w *cworld) fatalf(format string, a ...any) {
 
 func (w *cworld) hook() { w.s.planHook = func(_ string, p sched.Plan) { w.plans = append(w.plans, p) } }
 
-func (w *cworld) flush() { w.store.commit(w.s.Flush()) }
+func (w *cworld) flush() { w.store.commit(w.s.flush()) }
 
 // command ends a command as dispatch does: its records are committed and the executor
 // calls it asks for (a termination's Stop) are made at once.
@@ -105,7 +105,7 @@ func genShareInput(t *rapid.T, name string) ShareInput {
 func (w *cworld) step(reports ...quotashare.Report) {
 	w.s.SetTime(w.s.clock.Add(time.Second))
 	w.plans = w.plans[:0]
-	w.s.Step(reports, false)
+	w.s.step(reports, false)
 	w.settle()
 }
 
@@ -133,7 +133,7 @@ func (w *cworld) settle() {
 			}
 		}
 	}
-	for _, a := range w.s.TakeActions() {
+	for _, a := range w.s.takeActions() {
 		switch {
 		case a.Start != nil:
 			j := w.jobs[a.Start.JobID]
@@ -297,7 +297,7 @@ func (w *cworld) restart() {
 	}
 	w.s.SetTime(w.s.clock.Add(time.Second))
 	w.plans = w.plans[:0]
-	w.s.Step(nil, true)
+	w.s.step(nil, true)
 	w.settle()
 }
 

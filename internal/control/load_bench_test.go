@@ -37,11 +37,11 @@ func loadRecords(b *testing.B, n int) records {
 		}
 		if i%10_000 == 0 {
 			step(s, time.Second)
-			store.commit(s.Flush())
+			store.commit(s.flush())
 		}
 	}
 	step(s, time.Second)
-	store.commit(s.Flush())
+	store.commit(s.flush())
 	// Half of them finished: the records a server writes when their attempts end.
 	i := 0
 	for _, j := range s.jobs {
@@ -56,7 +56,7 @@ func loadRecords(b *testing.B, n int) records {
 		s.setReason(j, quotashare.ReasonCompleted, "Completed: all 1 instance(s) exited 0", "Completed: all 1 instance(s) exited 0")
 		s.touchJob(j)
 	}
-	store.commit(s.Flush())
+	store.commit(s.flush())
 	return store
 }
 
@@ -78,7 +78,7 @@ func BenchmarkLoad(b *testing.B) {
 			b.Fatal(err)
 		}
 		s.SetTime(time.Now())
-		s.Step(nil, true)
+		s.step(nil, true)
 	}
 	b.StopTimer()
 	runtime.GC()

@@ -2,14 +2,14 @@
 // jobs in memory, every request's validation and effect, the job state machine (reports,
 // retries, requeues, time limits), the scheduling passes over internal/sched, and the
 // stored format. It is a pure state machine: no goroutines, no locks, no clock, no I/O.
-// Time comes in with each call (SetTime), and what a call changed goes out as data: the
-// records to commit (Flush) and the executor calls to make once they are durable
-// (TakeActions). internal/dispatch runs it: the one lock, the loop, the group commit and
-// the executor.
+// Time comes in with each call, and what the calls changed goes out as data.
+// internal/dispatch runs it: the one lock, the loop, the group commit and the executor.
 //
-// A cycle of the runner, in this order: SetTime, the commands and queries of the requests
-// waiting (each under the time set), SetSweepBudget, Step (reports, time limits, passes),
-// then Flush and TakeActions, whose records are committed before the actions are made.
+// The runner's shape: the requests' commands and queries, each under the time SetTime
+// gave; then one call, Cycle(now, sweepBudget, reports, tick), applies the executor's
+// reports, the time limits and the passes, and returns Ready: the records to commit and,
+// once they are durable, the executor calls to make. Nothing else takes them, so they
+// cannot be taken in the wrong order.
 //
 // Its files, one concern each: state.go (the State, a cycle's calls), load.go (load and
 // rebuild), stored.go and stored_v0.go (the stored format), pass.go (the scheduling pass:
@@ -137,10 +137,35 @@ func (st *State) TakeWrote() bool {
 	return w
 }
 
-// Step is one turn of the runner's loop at the time given: it applies the executor's
-// reports, applies the queues' jobStateTimeLimitActions, and runs a scheduling pass for
-// every queue that needs one (all of them when tick is set).
-func (st *State) Step(reports []quotashare.Report, tick bool) {
+// Ready is what a cycle gives the runner: the records to commit, then, once they are
+// durable, the executor calls to make, in order; the waits of the jobs it started (for
+// metrics); and whether finished jobs past their retention are left for the next cycle.
+type Ready struct {
+	Records     []quotashare.Record
+	Actions     []Action
+	StartWaits  []StartWait
+	MoreToSweep bool
+}
+
+// Cycle is one turn of the runner's loop at now: it applies the executor's reports and
+// the queues' jobStateTimeLimitActions, runs a scheduling pass for every queue that needs
+// one (all of them when tick is set), removes at most sweepBudget finished jobs past their
+// retention (negative: a whole batch, Config.SweepBatch), and returns everything changed
+// since the last cycle, by it and by the commands run meanwhile. It is the only way to
+// take the state's records and calls, so they cannot be taken out of order.
+func (st *State) Cycle(now time.Time, sweepBudget int, reports []quotashare.Report, tick bool) Ready {
+	st.SetTime(now)
+	st.setSweepBudget(sweepBudget)
+	st.step(reports, tick)
+	return Ready{Records: st.flush(), Actions: st.takeActions(), StartWaits: st.takeStartWaits(), MoreToSweep: st.sweepLeft()}
+}
+
+// DropActions forgets the executor calls asked for since the last cycle: the runner lost
+// its lease, and another server acts now.
+func (st *State) DropActions() { st.actions = nil }
+
+// step is Cycle's work: the reports, the time limits and the passes.
+func (st *State) step(reports []quotashare.Report, tick bool) {
 	now := st.now()
 	for _, r := range reports {
 		st.apply(r, now)
@@ -169,7 +194,7 @@ func (st *State) NextWake() time.Time {
 
 // Flush returns the records of everything changed since the last Flush: what the next
 // batch commits.
-func (st *State) Flush() []quotashare.Record {
+func (st *State) flush() []quotashare.Record {
 	batch := make([]quotashare.Record, 0, len(st.dirty))
 	for k := range st.dirty {
 		batch = append(batch, st.encode(k))
@@ -179,7 +204,7 @@ func (st *State) Flush() []quotashare.Record {
 }
 
 // TakeActions returns the executor calls asked for since the last call, in order.
-func (st *State) TakeActions() []Action {
+func (st *State) takeActions() []Action {
 	a := st.actions
 	st.actions = nil
 	return a

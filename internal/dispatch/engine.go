@@ -352,7 +352,7 @@ func (e *Engine) depose(err error, waiters []chan error) {
 	}
 	waiters = append(waiters, e.waiters...) // came in while the batch was being written
 	e.waiters = nil
-	e.st.TakeActions()
+	e.st.DropActions()
 	e.extra = nil
 	e.mu.Unlock()
 	if first {
@@ -589,23 +589,21 @@ func (e *Engine) cycle(tick bool) bool {
 	}
 	reports := e.reports
 	e.reports = nil
-	e.st.SetTime(e.cfg.Now())
 	// Expired jobs go a batch at a time once requests are quiet, and one for every 16
 	// requests while they flow.
 	quiet := len(e.waiters) == 0 && time.Since(e.lastRequest) >= sweepQuiet
-	if quiet {
-		e.st.SetSweepBudget(-1)
-	} else {
-		e.st.SetSweepBudget((len(e.waiters) + 15) / 16)
+	budget := -1
+	if !quiet {
+		budget = (len(e.waiters) + 15) / 16
 	}
 	began := time.Now()
-	e.st.Step(reports, tick)
+	ready := e.st.Cycle(e.cfg.Now(), budget, reports, tick)
 	if e.cfg.Observe != nil {
 		e.cfg.Observe.Step(time.Since(began))
 	}
-	batch := e.st.Flush()
-	waiters, acts, extra, waits, parsed := e.waiters, e.st.TakeActions(), e.extra, e.st.TakeStartWaits(), e.parsed
-	if e.st.MoreToSweep() && quiet {
+	batch := ready.Records
+	waiters, acts, extra, waits, parsed := e.waiters, ready.Actions, e.extra, ready.StartWaits, e.parsed
+	if ready.MoreToSweep && quiet {
 		// Quiet: the next batch of expired jobs in the next cycle, not a tick later.
 		// Under requests, each of their cycles removes a few, and none runs for the
 		// sweep alone, so the removals never make requests wait long.
@@ -708,7 +706,7 @@ func (e *Engine) failed(err error, waiters []chan error) (goOn bool) {
 	e.broken, e.commitErr = err, err
 	waiters = append(waiters, e.waiters...) // came in while the batch was being written
 	e.waiters = nil
-	e.st.TakeActions()
+	e.st.DropActions()
 	e.extra = nil
 	e.mu.Unlock()
 	e.cfg.Control.Logf("quotashare: store commit failed, reloading the state from the store: %v", err)

@@ -55,8 +55,11 @@ func bigStore(b *testing.B, dir string, queued, finished int) {
 	tick := func() { clock = clock.Add(time.Millisecond); st.SetTime(clock) }
 	tick()
 	var pending []quotashare.Record
+	cycle := func(reports []quotashare.Report, all bool) {
+		clock = clock.Add(time.Millisecond)
+		pending = append(pending, st.Cycle(clock, -1, reports, all).Records...) // the start actions are not made
+	}
 	flush := func(force bool) {
-		pending = append(pending, st.Flush()...)
 		if len(pending) >= 20_000 || force && len(pending) > 0 {
 			if err := db.Commit(ctx, lease, pending); err != nil {
 				b.Fatal(err)
@@ -98,27 +101,21 @@ func bigStore(b *testing.B, dir string, queued, finished int) {
 			must(nil, err)
 			ids = append(ids, j.ID)
 			if i%1000 == 999 {
-				tick()
-				st.Step(nil, false)
+				cycle(nil, false)
 				flush(false)
 			}
 		}
-		tick()
-		st.Step(nil, true)
+		cycle(nil, true)
 		flush(false)
 		return ids
 	}
 	for _, id := range submit("done", finished) {
-		tick()
-		st.Step([]quotashare.Report{{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptRunning}}, false)
-		tick()
-		st.Step([]quotashare.Report{{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptExited, Success: true,
+		cycle([]quotashare.Report{{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptRunning}}, false)
+		cycle([]quotashare.Report{{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptExited, Success: true,
 			ExitCode: new(int), Reason: "Completed: all 1 instance(s) exited 0"}}, false)
-		st.TakeActions()
 		flush(false)
 	}
 	submit("q", queued)
-	st.TakeActions()
 	flush(true)
 }
 
