@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
-	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/kubeexec"
 	"github.com/quotashare/quotashare/internal/procexec"
 	"github.com/quotashare/quotashare/internal/server"
@@ -193,7 +193,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		logf = func(format string, a ...any) { logger.Info(fmt.Sprintf(format, a...)) }
 		announce = logf
 		if !*quiet {
-			cfg.Decide = func(d dispatch.Decision) { logDecision(logger, d) }
+			cfg.Decide = func(d control.Decision) { logDecision(logger, d) }
 			cfg.LogRequest = func(r server.RequestLog) {
 				logger.LogAttrs(context.Background(), slog.LevelInfo, "request", slog.String("operation", r.Operation), slog.String("outcome", r.Outcome),
 					slog.Int("status", r.Status), slog.Float64("latencyMs", float64(r.Latency.Microseconds())/1000), slog.String("accessKey", r.AccessKey))
@@ -314,7 +314,7 @@ func readInstanceTypes(file string) ([]string, error) {
 
 // logDecision logs a scheduling decision as one structured record: its kind as the
 // message, and what it is about as fields (those it has).
-func logDecision(logger *slog.Logger, d dispatch.Decision) {
+func logDecision(logger *slog.Logger, d control.Decision) {
 	attrs := []slog.Attr{slog.String("queue", d.Queue)}
 	add := func(k, v string) {
 		if v != "" {

@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/quotashare/quotashare"
-	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/control"
 )
 
 // ARNs makes and reads the ARNs of what the API serves; nothing behind the API knows
@@ -75,16 +75,16 @@ func (a ARNs) names(field, kind string, refs []string) ([]string, error) {
 }
 
 // share reads a quota share's ARN.
-func (a ARNs) share(ref string) (dispatch.ShareRef, error) {
+func (a ARNs) share(ref string) (control.ShareRef, error) {
 	if ref == "" {
-		return dispatch.ShareRef{}, quotashare.Errorf(quotashare.Invalid, "quotaShareArn: is required")
+		return control.ShareRef{}, quotashare.Errorf(quotashare.Invalid, "quotaShareArn: is required")
 	}
 	q, name, ok := strings.Cut(ref, "/quota-share/")
 	if !ok || !strings.HasPrefix(q, "arn:") {
-		return dispatch.ShareRef{}, quotashare.Errorf(quotashare.Invalid, "quotaShareArn: %q is not a quota share ARN (<job queue ARN>/quota-share/<name>)", ref)
+		return control.ShareRef{}, quotashare.Errorf(quotashare.Invalid, "quotaShareArn: %q is not a quota share ARN (<job queue ARN>/quota-share/<name>)", ref)
 	}
 	queue, err := a.name("quotaShareArn", "job-queue", q)
-	return dispatch.ShareRef{Queue: queue, Name: name}, err
+	return control.ShareRef{Queue: queue, Name: name}, err
 }
 
 // jobID reads a job reference: its id, or a service-job ARN (of any region, as before
@@ -100,9 +100,9 @@ func jobID(ref string) string {
 
 // resource reads the ARN of a resource that carries tags; ok is false when it names
 // none that this server could hold, and r is then the zero Resource.
-func (a ARNs) resource(arn string) (r dispatch.Resource, ok bool) {
+func (a ARNs) resource(arn string) (r control.Resource, ok bool) {
 	if _, id, ok := strings.Cut(arn, ":service-job/"); ok && strings.HasPrefix(arn, "arn:") {
-		return dispatch.Resource{Kind: dispatch.JobResource, Name: id}, true
+		return control.Resource{Kind: control.JobResource, Name: id}, true
 	}
 	rest, ok := strings.CutPrefix(arn, a.prefix())
 	if !ok {
@@ -111,14 +111,14 @@ func (a ARNs) resource(arn string) (r dispatch.Resource, ok bool) {
 	kind, name, _ := strings.Cut(rest, "/")
 	switch kind {
 	case "scheduling-policy":
-		return dispatch.Resource{Kind: dispatch.PolicyResource, Name: name}, true
+		return control.Resource{Kind: control.PolicyResource, Name: name}, true
 	case "service-environment":
-		return dispatch.Resource{Kind: dispatch.EnvironmentResource, Name: name}, true
+		return control.Resource{Kind: control.EnvironmentResource, Name: name}, true
 	case "job-queue":
 		if q, s, ok := strings.Cut(name, "/quota-share/"); ok {
-			return dispatch.Resource{Kind: dispatch.ShareResource, Queue: q, Name: s}, true
+			return control.Resource{Kind: control.ShareResource, Queue: q, Name: s}, true
 		}
-		return dispatch.Resource{Kind: dispatch.QueueResource, Name: name}, true
+		return control.Resource{Kind: control.QueueResource, Name: name}, true
 	}
 	return r, false
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/quotashare/quotashare"
-	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/control"
 )
 
 var euARNs = ARNs{Region: "eu-west-1", Account: "123456789012"}
@@ -60,12 +60,12 @@ func TestARNsRead(t *testing.T) {
 func TestARNsShare(t *testing.T) {
 	for _, c := range []struct {
 		ref  string
-		want dispatch.ShareRef
+		want control.ShareRef
 		err  string
 	}{
-		{ref: "arn:aws:batch:eu-west-1:123456789012:job-queue/q/quota-share/a", want: dispatch.ShareRef{Queue: "q", Name: "a"}},
+		{ref: "arn:aws:batch:eu-west-1:123456789012:job-queue/q/quota-share/a", want: control.ShareRef{Queue: "q", Name: "a"}},
 		// Of another region: no queue is named so.
-		{ref: "arn:aws:batch:us-east-1:123456789012:job-queue/q/quota-share/a", want: dispatch.ShareRef{Queue: "arn:aws:batch:us-east-1:123456789012:job-queue/q", Name: "a"}},
+		{ref: "arn:aws:batch:us-east-1:123456789012:job-queue/q/quota-share/a", want: control.ShareRef{Queue: "arn:aws:batch:us-east-1:123456789012:job-queue/q", Name: "a"}},
 		{ref: "", err: "quotaShareArn: is required"},
 		{ref: "q/quota-share/a", err: "is not a quota share ARN"},
 		{ref: "arn:aws:batch:eu-west-1:123456789012:job-queue/q", err: "is not a quota share ARN"},
@@ -87,18 +87,18 @@ func TestARNsResource(t *testing.T) {
 	p := "arn:aws:batch:eu-west-1:123456789012:"
 	for _, c := range []struct {
 		arn  string
-		want dispatch.Resource
+		want control.Resource
 		ok   bool
 	}{
-		{p + "scheduling-policy/p", dispatch.Resource{Kind: dispatch.PolicyResource, Name: "p"}, true},
-		{p + "service-environment/e", dispatch.Resource{Kind: dispatch.EnvironmentResource, Name: "e"}, true},
-		{p + "job-queue/q", dispatch.Resource{Kind: dispatch.QueueResource, Name: "q"}, true},
-		{p + "job-queue/q/quota-share/a", dispatch.Resource{Kind: dispatch.ShareResource, Queue: "q", Name: "a"}, true},
-		{p + "service-job/j", dispatch.Resource{Kind: dispatch.JobResource, Name: "j"}, true},
-		{"arn:aws:batch:us-east-1:000000000000:service-job/j", dispatch.Resource{Kind: dispatch.JobResource, Name: "j"}, true},
-		{"arn:aws:batch:us-east-1:000000000000:job-queue/q", dispatch.Resource{}, false},
-		{p + "compute-environment/c", dispatch.Resource{}, false},
-		{"q", dispatch.Resource{}, false},
+		{p + "scheduling-policy/p", control.Resource{Kind: control.PolicyResource, Name: "p"}, true},
+		{p + "service-environment/e", control.Resource{Kind: control.EnvironmentResource, Name: "e"}, true},
+		{p + "job-queue/q", control.Resource{Kind: control.QueueResource, Name: "q"}, true},
+		{p + "job-queue/q/quota-share/a", control.Resource{Kind: control.ShareResource, Queue: "q", Name: "a"}, true},
+		{p + "service-job/j", control.Resource{Kind: control.JobResource, Name: "j"}, true},
+		{"arn:aws:batch:us-east-1:000000000000:service-job/j", control.Resource{Kind: control.JobResource, Name: "j"}, true},
+		{"arn:aws:batch:us-east-1:000000000000:job-queue/q", control.Resource{}, false},
+		{p + "compute-environment/c", control.Resource{}, false},
+		{"q", control.Resource{}, false},
 	} {
 		got, ok := euARNs.resource(c.arn)
 		if ok != c.ok || got != c.want {

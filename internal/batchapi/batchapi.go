@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
-	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/control"
 )
 
 // MaxBody is the largest request body accepted: AWS allows 30 KiB for a request, whose
@@ -31,39 +31,39 @@ const MaxBody = 64 * 1024
 // Engine is what the API needs of the server's state: the commands and queries of
 // internal/control, run by internal/dispatch. Resources are named by name, jobs by id.
 type Engine interface {
-	CreatePolicy(in dispatch.PolicyInput) (quotashare.SchedulingPolicy, error)
+	CreatePolicy(in control.PolicyInput) (quotashare.SchedulingPolicy, error)
 	UpdatePolicy(name string, quota, fair bool, idle string) error
 	DescribePolicies(names []string) []quotashare.SchedulingPolicy
 	PolicyNames() []string
 	DeletePolicy(name string) error
 
-	CreateEnvironment(in dispatch.EnvironmentInput) (quotashare.Environment, error)
+	CreateEnvironment(in control.EnvironmentInput) (quotashare.Environment, error)
 	UpdateEnvironment(name string, disabled *bool, limits []quotashare.Demand) (quotashare.Environment, error)
 	DescribeEnvironments(names []string) ([]quotashare.Environment, error)
 	DeleteEnvironment(name string) error
 
-	CreateQueue(in dispatch.QueueInput) (quotashare.Queue, error)
-	UpdateQueue(name string, in dispatch.QueueInput) (quotashare.Queue, error)
+	CreateQueue(in control.QueueInput) (quotashare.Queue, error)
+	UpdateQueue(name string, in control.QueueInput) (quotashare.Queue, error)
 	DescribeQueues(names []string) ([]quotashare.Queue, error)
 	DeleteQueue(name string) error
 
-	CreateShare(in dispatch.ShareInput) (quotashare.QuotaShare, error)
-	UpdateShare(r dispatch.ShareRef, in dispatch.ShareInput) (quotashare.QuotaShare, error)
-	DescribeShare(r dispatch.ShareRef) (quotashare.QuotaShare, error)
+	CreateShare(in control.ShareInput) (quotashare.QuotaShare, error)
+	UpdateShare(r control.ShareRef, in control.ShareInput) (quotashare.QuotaShare, error)
+	DescribeShare(r control.ShareRef) (quotashare.QuotaShare, error)
 	ListShares(queue string) ([]quotashare.QuotaShare, error)
-	DeleteShare(r dispatch.ShareRef) error
+	DeleteShare(r control.ShareRef) error
 
-	Submit(in dispatch.JobInput) (quotashare.Job, error)
+	Submit(in control.JobInput) (quotashare.Job, error)
 	Job(id string) (quotashare.Job, error)
-	ListJobs(f dispatch.ListFilter, from int64, max int) ([]quotashare.Job, int64, error)
+	ListJobs(f control.ListFilter, from int64, max int) ([]quotashare.Job, int64, error)
 	SetPriority(id string, priority int) (quotashare.Job, error)
 	Terminate(id, reason string) error
-	Snapshot(queue string) (dispatch.Snapshot, error)
-	Preview(queue string, changes []dispatch.PreviewChange) (dispatch.Preview, error)
+	Snapshot(queue string) (control.Snapshot, error)
+	Preview(queue string, changes []control.PreviewChange) (control.Preview, error)
 
-	Tags(r dispatch.Resource) (map[string]string, error)
-	Tag(r dispatch.Resource, tags map[string]string) error
-	Untag(r dispatch.Resource, keys []string) error
+	Tags(r control.Resource) (map[string]string, error)
+	Tag(r control.Resource, tags map[string]string) error
+	Untag(r control.Resource, keys []string) error
 }
 
 // Handler serves the API from an engine.

@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
-	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/control"
 )
 
 // ---- scheduling policies ----
 
 func (h *Handler) createPolicy(in *createPolicyIn) (any, error) {
-	pin := dispatch.PolicyInput{Name: in.Name, QuotaShare: in.QuotaSharePolicy != nil, Fairshare: in.FairsharePolicy != nil, Tags: in.Tags}
+	pin := control.PolicyInput{Name: in.Name, QuotaShare: in.QuotaSharePolicy != nil, Fairshare: in.FairsharePolicy != nil, Tags: in.Tags}
 	if in.QuotaSharePolicy != nil {
 		pin.IdleStrategy = in.QuotaSharePolicy.IdleResourceAssignmentStrategy
 	}
@@ -88,7 +88,7 @@ func (h *Handler) createEnv(in *envIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := h.e.CreateEnvironment(dispatch.EnvironmentInput{Name: in.ServiceEnvironmentName, Type: in.ServiceEnvironmentType,
+	v, err := h.e.CreateEnvironment(control.EnvironmentInput{Name: in.ServiceEnvironmentName, Type: in.ServiceEnvironmentType,
 		Disabled: disabled, Limits: limits, Tags: in.Tags})
 	if err != nil {
 		return nil, err
@@ -152,12 +152,12 @@ func (h *Handler) deleteEnv(in *envRefIn) (any, error) {
 
 // ---- job queues ----
 
-func (h *Handler) queueInput(in *queueIn) (dispatch.QueueInput, error) {
+func (h *Handler) queueInput(in *queueIn) (control.QueueInput, error) {
 	disabled, err := disabledOf("state", in.State)
 	if err != nil {
-		return dispatch.QueueInput{}, err
+		return control.QueueInput{}, err
 	}
-	q := dispatch.QueueInput{Name: in.JobQueueName, Disabled: disabled, Type: in.JobQueueType,
+	q := control.QueueInput{Name: in.JobQueueName, Disabled: disabled, Type: in.JobQueueType,
 		Priority: intPtr(in.Priority), EnvOrderSet: in.ServiceEnvironmentOrder != nil, ComputeEnvironments: len(in.ComputeEnvironmentOrder), Tags: in.Tags}
 	if in.SchedulingPolicyArn != "" {
 		if q.Policy, err = h.arns.name("schedulingPolicyArn", "scheduling-policy", in.SchedulingPolicyArn); err != nil {
@@ -169,7 +169,7 @@ func (h *Handler) queueInput(in *queueIn) (dispatch.QueueInput, error) {
 		if err != nil {
 			return q, err
 		}
-		q.EnvOrder = append(q.EnvOrder, dispatch.EnvOrder{Order: int(o.Order), Environment: env})
+		q.EnvOrder = append(q.EnvOrder, control.EnvOrder{Order: int(o.Order), Environment: env})
 	}
 	if in.JobStateTimeLimitActions != nil {
 		q.TimeLimitActionsSet = true
@@ -263,16 +263,16 @@ func (h *Handler) deleteQueue(in *queueRefIn) (any, error) {
 
 // ---- quota shares ----
 
-func shareInput(in *shareIn) (dispatch.ShareInput, error) {
+func shareInput(in *shareIn) (control.ShareInput, error) {
 	limits, err := demands("capacityLimits", in.CapacityLimits)
 	if err != nil {
-		return dispatch.ShareInput{}, err
+		return control.ShareInput{}, err
 	}
 	disabled, err := disabledOf("state", in.State)
 	if err != nil {
-		return dispatch.ShareInput{}, err
+		return control.ShareInput{}, err
 	}
-	s := dispatch.ShareInput{Name: in.QuotaShareName, Limits: limits, Disabled: disabled, Tags: in.Tags}
+	s := control.ShareInput{Name: in.QuotaShareName, Limits: limits, Disabled: disabled, Tags: in.Tags}
 	if rc := in.ResourceSharingConfiguration; rc != nil {
 		s.Strategy, s.BorrowLimit = quotashare.Strategy(rc.Strategy), intPtr(rc.BorrowLimit)
 		if rc.Strategy == "" {
@@ -294,7 +294,7 @@ func shareInput(in *shareIn) (dispatch.ShareInput, error) {
 		if m.Seconds == nil {
 			return s, quotashare.Errorf(quotashare.Invalid, "quotashareMinRunTime.seconds: is required (0 for none)")
 		}
-		s.MinRunTime = &dispatch.MinRunTime{Seconds: int(*m.Seconds), AgainstReclaim: m.AgainstReclaim}
+		s.MinRunTime = &control.MinRunTime{Seconds: int(*m.Seconds), AgainstReclaim: m.AgainstReclaim}
 	}
 	return s, nil
 }
@@ -400,7 +400,7 @@ func (h *Handler) deleteShare(in *shareIn) (any, error) {
 // ---- service jobs ----
 
 func (h *Handler) submit(in *submitIn) (any, error) {
-	jin := dispatch.JobInput{Name: in.JobName, Queue: in.JobQueue, Type: in.ServiceJobType, Payload: in.ServiceRequestPayload,
+	jin := control.JobInput{Name: in.JobName, Queue: in.JobQueue, Type: in.ServiceJobType, Payload: in.ServiceRequestPayload,
 		Share: in.QuotaShareName, ShareIdentifier: in.ShareIdentifier, Priority: intPtr(in.SchedulingPriority), Tags: in.Tags, ClientToken: in.ClientToken}
 	queue, err := h.arns.queue(in.JobQueue)
 	if err != nil {
@@ -551,7 +551,7 @@ func (h *Handler) listJobs(in *listJobsIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := dispatch.ListFilter{Queue: queue, Status: quotashare.JobStatus(in.JobStatus)}
+	f := control.ListFilter{Queue: queue, Status: quotashare.JobStatus(in.JobStatus)}
 	if in.JobStatus != "" && !slices.Contains(statuses, f.Status) {
 		return nil, quotashare.Errorf(quotashare.Invalid, "jobStatus: %q must be one of SUBMITTED, PENDING, RUNNABLE, SCHEDULED, STARTING, RUNNING, SUCCEEDED, FAILED", in.JobStatus)
 	}

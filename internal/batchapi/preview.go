@@ -2,7 +2,7 @@ package batchapi
 
 import (
 	"github.com/quotashare/quotashare"
-	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/control"
 )
 
 // POST /v1/previewchanges is quotashare's own operation, not AWS's: what a set of changes
@@ -46,7 +46,7 @@ func (h *Handler) preview(in *previewIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var changes []dispatch.PreviewChange
+	var changes []control.PreviewChange
 	for i, c := range in.Changes {
 		switch {
 		case c.QuotaShare != nil && c.CapacityLimits != nil:
@@ -59,13 +59,13 @@ func (h *Handler) preview(in *previewIn) (any, error) {
 			if sin.Name == "" {
 				return nil, quotashare.Errorf(quotashare.Invalid, "changes[%d].quotaShare.quotaShareName: is required", i)
 			}
-			changes = append(changes, dispatch.PreviewChange{Share: &sin})
+			changes = append(changes, control.PreviewChange{Share: &sin})
 		case c.CapacityLimits != nil:
 			limits, err := demands("capacityLimits", c.CapacityLimits)
 			if err != nil {
 				return nil, err
 			}
-			changes = append(changes, dispatch.PreviewChange{EnvironmentLimits: limits})
+			changes = append(changes, control.PreviewChange{EnvironmentLimits: limits})
 		default:
 			return nil, quotashare.Errorf(quotashare.Invalid, "changes[%d]: give capacityLimits or quotaShare", i)
 		}

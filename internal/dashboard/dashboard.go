@@ -19,7 +19,7 @@ import (
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/batchapi"
-	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/sched"
 )
 
@@ -32,9 +32,9 @@ var staticFiles embed.FS
 // Source is what the dashboard reads: the engine's read side.
 type Source interface {
 	DescribeQueues(refs []string) ([]quotashare.Queue, error)
-	Snapshot(queue string) (dispatch.Snapshot, error)
+	Snapshot(queue string) (control.Snapshot, error)
 	ListShares(queue string) ([]quotashare.QuotaShare, error)
-	ListJobs(f dispatch.ListFilter, from int64, max int) ([]quotashare.Job, int64, error)
+	ListJobs(f control.ListFilter, from int64, max int) ([]quotashare.Job, int64, error)
 	Job(ref string) (quotashare.Job, error)
 }
 
@@ -274,7 +274,7 @@ func (h *handler) queue(name string, waits int) (queueView, error) {
 			sv.Types = append(sv.Types, st)
 		}
 		if waits > 0 && u.Waiting > 0 {
-			js, _, err := src.ListJobs(dispatch.ListFilter{Queue: name, Status: quotashare.Runnable, Filter: "QUOTA_SHARE_NAME", Values: []string{u.Name}}, 0, 100)
+			js, _, err := src.ListJobs(control.ListFilter{Queue: name, Status: quotashare.Runnable, Filter: "QUOTA_SHARE_NAME", Values: []string{u.Name}}, 0, 100)
 			if err != nil {
 				return qv, err
 			}
@@ -347,7 +347,7 @@ func (h *handler) jobs(w http.ResponseWriter, r *http.Request) {
 	}
 	from, _ := strconv.ParseInt(q.Get("from"), 10, 64)
 	if v.Queue != "" {
-		f := dispatch.ListFilter{Queue: v.Queue, Status: quotashare.JobStatus(v.State)}
+		f := control.ListFilter{Queue: v.Queue, Status: quotashare.JobStatus(v.State)}
 		if v.Share != "" {
 			f.Filter, f.Values = "QUOTA_SHARE_NAME", []string{v.Share}
 		} else if v.Name != "" {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
-	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/control"
 )
 
 // source is a Source of one queue whose name the test changes: a change of the pool.
@@ -22,10 +22,10 @@ func (s *source) DescribeQueues([]string) ([]quotashare.Queue, error) {
 	defer s.mu.Unlock()
 	return []quotashare.Queue{{Name: s.name}}, nil
 }
-func (s *source) Snapshot(string) (dispatch.Snapshot, error)         { return dispatch.Snapshot{}, nil }
+func (s *source) Snapshot(string) (control.Snapshot, error)          { return control.Snapshot{}, nil }
 func (s *source) ListShares(string) ([]quotashare.QuotaShare, error) { return nil, nil }
 func (s *source) Job(string) (quotashare.Job, error)                 { return quotashare.Job{}, errors.New("none") }
-func (s *source) ListJobs(dispatch.ListFilter, int64, int) ([]quotashare.Job, int64, error) {
+func (s *source) ListJobs(control.ListFilter, int64, int) ([]quotashare.Job, int64, error) {
 	return nil, 0, nil
 }
 

@@ -6,42 +6,12 @@ import (
 	"github.com/quotashare/quotashare/internal/sched"
 )
 
-// The requests and answers of the state's commands, named here for the engine's callers.
-type (
-	JobInput          = control.JobInput
-	Decision          = control.Decision
-	PolicyInput       = control.PolicyInput
-	EnvironmentInput  = control.EnvironmentInput
-	EnvOrder          = control.EnvOrder
-	QueueInput        = control.QueueInput
-	ShareInput        = control.ShareInput
-	MinRunTime        = control.MinRunTime
-	ListFilter        = control.ListFilter
-	Snapshot          = control.Snapshot
-	FrontJob          = control.FrontJob
-	Preview           = control.Preview
-	PreviewChange     = control.PreviewChange
-	PreviewPreemption = control.PreviewPreemption
-	PreviewBorrowing  = control.PreviewBorrowing
-	ShareRef          = control.ShareRef
-	Resource          = control.Resource
-)
-
-// The kinds of resources that carry tags.
-const (
-	PolicyResource      = control.PolicyResource
-	EnvironmentResource = control.EnvironmentResource
-	QueueResource       = control.QueueResource
-	ShareResource       = control.ShareResource
-	JobResource         = control.JobResource
-)
-
 // The commands and queries of control.State, each run under the engine's lock at the
 // engine's time. A command that changes the state returns once the change is durable.
 
 // Submit accepts a job (see control.State.Submit). The request is checked, its payload
 // parsed and the executor asked whether it can run it before the lock is taken.
-func (e *Engine) Submit(in JobInput) (quotashare.Job, error) {
+func (e *Engine) Submit(in control.JobInput) (quotashare.Job, error) {
 	checked, err := control.CheckJob(in)
 	if err != nil {
 		return quotashare.Job{}, err
@@ -97,7 +67,7 @@ func (e *Engine) Terminate(id string, reason string) error {
 }
 
 // ListJobs: see control.State.ListJobs.
-func (e *Engine) ListJobs(f ListFilter, from int64, max int) ([]quotashare.Job, int64, error) {
+func (e *Engine) ListJobs(f control.ListFilter, from int64, max int) ([]quotashare.Job, int64, error) {
 	var r0 []quotashare.Job
 	var r1 int64
 	err := e.read(func(s *control.State) (err error) {
@@ -108,8 +78,8 @@ func (e *Engine) ListJobs(f ListFilter, from int64, max int) ([]quotashare.Job, 
 }
 
 // Snapshot: see control.State.Snapshot.
-func (e *Engine) Snapshot(queue string) (Snapshot, error) {
-	var r0 Snapshot
+func (e *Engine) Snapshot(queue string) (control.Snapshot, error) {
+	var r0 control.Snapshot
 	err := e.read(func(s *control.State) (err error) {
 		r0, err = s.Snapshot(queue)
 		return err
@@ -128,7 +98,7 @@ func (e *Engine) Usage(queue string) ([]sched.ShareUsage, error) {
 }
 
 // Tags: see control.State.Tags.
-func (e *Engine) Tags(r Resource) (map[string]string, error) {
+func (e *Engine) Tags(r control.Resource) (map[string]string, error) {
 	var r0 map[string]string
 	err := e.read(func(s *control.State) (err error) {
 		r0, err = s.Tags(r)
@@ -138,17 +108,17 @@ func (e *Engine) Tags(r Resource) (map[string]string, error) {
 }
 
 // Tag: see control.State.Tag.
-func (e *Engine) Tag(r Resource, tags map[string]string) error {
+func (e *Engine) Tag(r control.Resource, tags map[string]string) error {
 	return e.run(func(s *control.State) error { return s.Tag(r, tags) })
 }
 
 // Untag: see control.State.Untag.
-func (e *Engine) Untag(r Resource, keys []string) error {
+func (e *Engine) Untag(r control.Resource, keys []string) error {
 	return e.run(func(s *control.State) error { return s.Untag(r, keys) })
 }
 
 // CreatePolicy: see control.State.CreatePolicy.
-func (e *Engine) CreatePolicy(in PolicyInput) (quotashare.SchedulingPolicy, error) {
+func (e *Engine) CreatePolicy(in control.PolicyInput) (quotashare.SchedulingPolicy, error) {
 	var r0 quotashare.SchedulingPolicy
 	err := e.run(func(s *control.State) (err error) {
 		r0, err = s.CreatePolicy(in)
@@ -182,7 +152,7 @@ func (e *Engine) DeletePolicy(name string) error {
 }
 
 // CreateEnvironment: see control.State.CreateEnvironment.
-func (e *Engine) CreateEnvironment(in EnvironmentInput) (quotashare.Environment, error) {
+func (e *Engine) CreateEnvironment(in control.EnvironmentInput) (quotashare.Environment, error) {
 	var r0 quotashare.Environment
 	err := e.run(func(s *control.State) (err error) {
 		r0, err = s.CreateEnvironment(in)
@@ -217,7 +187,7 @@ func (e *Engine) DeleteEnvironment(name string) error {
 }
 
 // CreateQueue: see control.State.CreateQueue.
-func (e *Engine) CreateQueue(in QueueInput) (quotashare.Queue, error) {
+func (e *Engine) CreateQueue(in control.QueueInput) (quotashare.Queue, error) {
 	var r0 quotashare.Queue
 	err := e.run(func(s *control.State) (err error) {
 		r0, err = s.CreateQueue(in)
@@ -227,7 +197,7 @@ func (e *Engine) CreateQueue(in QueueInput) (quotashare.Queue, error) {
 }
 
 // UpdateQueue: see control.State.UpdateQueue.
-func (e *Engine) UpdateQueue(name string, in QueueInput) (quotashare.Queue, error) {
+func (e *Engine) UpdateQueue(name string, in control.QueueInput) (quotashare.Queue, error) {
 	var r0 quotashare.Queue
 	err := e.run(func(s *control.State) (err error) {
 		r0, err = s.UpdateQueue(name, in)
@@ -252,7 +222,7 @@ func (e *Engine) DeleteQueue(name string) error {
 }
 
 // CreateShare: see control.State.CreateShare.
-func (e *Engine) CreateShare(in ShareInput) (quotashare.QuotaShare, error) {
+func (e *Engine) CreateShare(in control.ShareInput) (quotashare.QuotaShare, error) {
 	var r0 quotashare.QuotaShare
 	err := e.run(func(s *control.State) (err error) {
 		r0, err = s.CreateShare(in)
@@ -262,7 +232,7 @@ func (e *Engine) CreateShare(in ShareInput) (quotashare.QuotaShare, error) {
 }
 
 // UpdateShare: see control.State.UpdateShare.
-func (e *Engine) UpdateShare(r ShareRef, in ShareInput) (quotashare.QuotaShare, error) {
+func (e *Engine) UpdateShare(r control.ShareRef, in control.ShareInput) (quotashare.QuotaShare, error) {
 	var r0 quotashare.QuotaShare
 	err := e.run(func(s *control.State) (err error) {
 		r0, err = s.UpdateShare(r, in)
@@ -272,7 +242,7 @@ func (e *Engine) UpdateShare(r ShareRef, in ShareInput) (quotashare.QuotaShare, 
 }
 
 // DescribeShare: see control.State.DescribeShare.
-func (e *Engine) DescribeShare(r ShareRef) (quotashare.QuotaShare, error) {
+func (e *Engine) DescribeShare(r control.ShareRef) (quotashare.QuotaShare, error) {
 	var r0 quotashare.QuotaShare
 	err := e.read(func(s *control.State) (err error) {
 		r0, err = s.DescribeShare(r)
@@ -292,13 +262,13 @@ func (e *Engine) ListShares(queue string) ([]quotashare.QuotaShare, error) {
 }
 
 // DeleteShare: see control.State.DeleteShare.
-func (e *Engine) DeleteShare(r ShareRef) error {
+func (e *Engine) DeleteShare(r control.ShareRef) error {
 	return e.run(func(s *control.State) error { return s.DeleteShare(r) })
 }
 
 // Preview: see control.State.Preview.
-func (e *Engine) Preview(queue string, changes []PreviewChange) (Preview, error) {
-	var r0 Preview
+func (e *Engine) Preview(queue string, changes []control.PreviewChange) (control.Preview, error) {
+	var r0 control.Preview
 	err := e.read(func(s *control.State) (err error) {
 		r0, err = s.Preview(queue, changes)
 		return err

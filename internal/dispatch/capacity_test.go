@@ -75,7 +75,7 @@ func TestCapacityRefusalBacksOff(t *testing.T) {
 		setupQueue(t, e, 4, quotashare.TimeLimitAction{Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", MaxTimeSeconds: 600})
 		pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
 		submitted := time.Now()
-		big := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "big", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+		big := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "big", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
 		synctest.Wait()
 
 		// The first refusal: one Start, the job RUNNABLE with the code and the numbers.
@@ -110,7 +110,7 @@ func TestCapacityRefusalBacksOff(t *testing.T) {
 
 		// Another attempt exits: the executor's capacity changed, so big is tried again at
 		// once, long before its 16 s backoff has passed.
-		mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "small", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+		mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "small", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
 		synctest.Wait()
 		if x.count("small") != 1 {
 			t.Fatalf("small did not start: %d", x.count("small"))
@@ -158,7 +158,7 @@ func TestSubmitDuringRun(t *testing.T) {
 	defer func() { e.Close(); st.Close() }()
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.Submit(JobInput{Name: "j", Queue: "nosuch", Type: "SAGEMAKER_TRAINING", Share: "a",
+		_, err := e.Submit(control.JobInput{Name: "j", Queue: "nosuch", Type: "SAGEMAKER_TRAINING", Share: "a",
 			Payload: `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`})
 		done <- err
 	}()

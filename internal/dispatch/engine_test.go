@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/storetest"
 )
 
@@ -23,13 +24,13 @@ func (idle) Close() error                            { return nil }
 // time-limit actions, and LEND share a with a limit of n.
 func setupQueue(t *testing.T, e *Engine, n int, actions ...quotashare.TimeLimitAction) {
 	t.Helper()
-	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
-	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(control.PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
+	mustOK[quotashare.Environment](t)(e.CreateEnvironment(control.EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: n}}}))
 	prio := 1
-	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name,
-		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}, TimeLimitActions: actions}))
-	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
+	mustOK[quotashare.Queue](t)(e.CreateQueue(control.QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name,
+		EnvOrder: []control.EnvOrder{{Order: 1, Environment: "e"}}, TimeLimitActions: actions}))
+	mustOK[quotashare.QuotaShare](t)(e.CreateShare(control.ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: n}}}))
 }
 
@@ -53,7 +54,7 @@ func TestTimeLimitActions(t *testing.T) {
 		pl := func(n int) string {
 			return `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":` + string(rune('0'+n)) + `}}`
 		}
-		big := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "big", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl(2)}))
+		big := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "big", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl(2)}))
 		synctest.Wait()
 		if j, _ := e.Job(big.ID); !strings.HasPrefix(j.StatusReason, "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - ") {
 			t.Fatalf("job %s: %s %s", j.Name, j.Status, j.StatusReason)
@@ -84,8 +85,8 @@ func TestReopen(t *testing.T) {
 		e := openMemory(t, m, idle{})
 		setupQueue(t, e, 1)
 		pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
-		first := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "first", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
-		second := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "second", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+		first := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "first", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+		second := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "second", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
 		synctest.Wait()
 		if j, _ := e.Job(first.ID); j.Status != quotashare.Scheduled {
 			t.Fatalf("first job before the reopen: %s", j.Status)
@@ -116,22 +117,22 @@ func TestReopen(t *testing.T) {
 func TestListActive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := openMemory(t, storetest.NewMemory(), idle{})
-		p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
-		mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+		p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(control.PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}))
+		mustOK[quotashare.Environment](t)(e.CreateEnvironment(control.EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
 			Limits: []quotashare.Demand{{InstanceType: "t", Count: 5}}}))
 		prio := 1
-		mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name, EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}}))
-		mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
+		mustOK[quotashare.Queue](t)(e.CreateQueue(control.QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name, EnvOrder: []control.EnvOrder{{Order: 1, Environment: "e"}}}))
+		mustOK[quotashare.QuotaShare](t)(e.CreateShare(control.ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 			Limits: []quotashare.Demand{{InstanceType: "t", Count: 5}}}))
 		pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"t","InstanceCount":1}}`
 		for i := range 8 {
-			mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: string(rune('a' + i)), Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+			mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: string(rune('a' + i)), Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
 		}
 		synctest.Wait()
 		var got []string
 		var from int64
 		for page := 0; page < 10; page++ {
-			js, next, err := e.ListJobs(ListFilter{Queue: "q", Status: quotashare.Scheduled}, from, 2)
+			js, next, err := e.ListJobs(control.ListFilter{Queue: "q", Status: quotashare.Scheduled}, from, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +147,7 @@ func TestListActive(t *testing.T) {
 		if strings.Join(got, "") != "edcba" {
 			t.Errorf("SCHEDULED jobs two a page: %v, want e d c b a", got)
 		}
-		if js, _, _ := e.ListJobs(ListFilter{Queue: "q", Status: quotashare.Runnable}, 0, 100); len(js) != 3 || js[0].Name != "h" {
+		if js, _, _ := e.ListJobs(control.ListFilter{Queue: "q", Status: quotashare.Runnable}, 0, 100); len(js) != 3 || js[0].Name != "h" {
 			t.Errorf("RUNNABLE: %d jobs", len(js))
 		}
 	})
@@ -165,7 +166,7 @@ func TestStartingReports(t *testing.T) {
 		e := openMemory(t, storetest.NewMemory(), idle{})
 		oneShare(t, e)
 		pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
-		j := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
+		j := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "j", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: pl}))
 		// report hands the engine a report and waits until the engine has taken it in.
 		report := func(r quotashare.Report) {
 			t.Helper()

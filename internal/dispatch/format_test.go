@@ -41,33 +41,33 @@ func fixtureState(t *testing.T, m *storetest.Memory) *Engine {
 	}
 	t.Cleanup(e.Close)
 	synctest.Wait() // Run's first cycle
-	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO", Tags: map[string]string{"team": "ml"}}))
+	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(control.PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO", Tags: map[string]string{"team": "ml"}}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
-	mustOK[quotashare.Environment](t)(e.CreateEnvironment(EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+	mustOK[quotashare.Environment](t)(e.CreateEnvironment(control.EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 2}}}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	prio := 7
-	mustOK[quotashare.Queue](t)(e.CreateQueue(QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name,
-		EnvOrder: []EnvOrder{{Order: 1, Environment: "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", MaxTimeSeconds: 600}}, Tags: map[string]string{"q": "1"}}))
+	mustOK[quotashare.Queue](t)(e.CreateQueue(control.QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name,
+		EnvOrder: []control.EnvOrder{{Order: 1, Environment: "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", MaxTimeSeconds: 600}}, Tags: map[string]string{"q": "1"}}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
-	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
+	mustOK[quotashare.QuotaShare](t)(e.CreateShare(control.ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
 		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	one := 1
-	mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "b", Queue: "q", Strategy: quotashare.LendAndBorrow, BorrowLimit: &one,
+	mustOK[quotashare.QuotaShare](t)(e.CreateShare(control.ShareInput{Name: "b", Queue: "q", Strategy: quotashare.LendAndBorrow, BorrowLimit: &one,
 		InSharePreemption: new(true), Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}, Tags: map[string]string{"s": "b"},
-		MinRunTime: &MinRunTime{Seconds: 90, AgainstReclaim: true}}))
+		MinRunTime: &control.MinRunTime{Seconds: 90, AgainstReclaim: true}}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	five, hour := 5, 3600
-	j1 := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j1", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload, Priority: &five}))
+	j1 := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "j1", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload, Priority: &five}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
-	mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j2", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "b", Payload: payload, Priority: &five,
+	mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "j2", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "b", Payload: payload, Priority: &five,
 		Retry:             &quotashare.RetryStrategy{Attempts: 3, Rules: []quotashare.RetryRule{{Action: "RETRY", OnExitCode: "1*"}}},
 		PreemptionRetries: &one, TimeoutSeconds: &hour, Tags: map[string]string{"k": "v"}, ClientToken: "token-2"}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
-	mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j3", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload}))
+	mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "j3", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
-	j4 := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j4", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload}))
+	j4 := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "j4", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	if err := e.Terminate(j4.ID, "not needed"); err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func fixtureState(t *testing.T, m *storetest.Memory) *Engine {
 	code := 0
 	e.Report(quotashare.Report{JobID: j1.ID, AttemptID: quotashare.AttemptID(j1.ID, 1), State: quotashare.AttemptExited, Success: true, ExitCode: &code, Reason: "Essential container exited"})
 	synctest.Wait()
-	mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "j5", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload}))
+	mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "j5", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	synctest.Wait()
 	return e
@@ -225,7 +225,7 @@ func describeAll(t *testing.T, e *Engine) string {
 	render(envs)
 	render(qs)
 	render(shares)
-	jobs, _, err := e.ListJobs(ListFilter{Queue: "q", Filter: "JOB_NAME", Values: []string{"*"}}, 0, 100)
+	jobs, _, err := e.ListJobs(control.ListFilter{Queue: "q", Filter: "JOB_NAME", Values: []string{"*"}}, 0, 100)
 	if err != nil || len(jobs) != 5 {
 		t.Fatalf("jobs of q: %d %v", len(jobs), err)
 	}
@@ -311,7 +311,7 @@ func TestRegionChange(t *testing.T) {
 			if j, err := submit(e, "after"); err != nil || j.Queue != "q" {
 				t.Errorf("%s: submit: %+v %v", name, j, err)
 			}
-			if _, err := e.DescribeShare(ShareRef{Queue: "q", Name: "b"}); err != nil {
+			if _, err := e.DescribeShare(control.ShareRef{Queue: "q", Name: "b"}); err != nil {
 				t.Errorf("%s: share b of q: %v", name, err)
 			}
 			e.Close()

@@ -60,15 +60,15 @@ func TestMinRunTimeWakes(t *testing.T) {
 		defer func() { e.Close(); st.Close() }()
 		setupQueue(t, e, 2)
 		// Share a gives way: m owns the queue's capacity, with a minimum run time of 10 s.
-		mustOK[quotashare.QuotaShare](t)(e.UpdateShare(ShareRef{Queue: "q", Name: "a"}, ShareInput{
+		mustOK[quotashare.QuotaShare](t)(e.UpdateShare(control.ShareRef{Queue: "q", Name: "a"}, control.ShareInput{
 			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
-		m := mustOK[quotashare.QuotaShare](t)(e.CreateShare(ShareInput{Name: "m", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: new(true),
-			MinRunTime: &MinRunTime{Seconds: 10}, Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+		m := mustOK[quotashare.QuotaShare](t)(e.CreateShare(control.ShareInput{Name: "m", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: new(true),
+			MinRunTime: &control.MinRunTime{Seconds: 10}, Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
 		if m.MinRunTime != 10*time.Second {
 			t.Fatalf("the share's minimum run time: %v", m.MinRunTime)
 		}
 		pl := `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
-		lo := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "lo", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "m", Payload: pl}))
+		lo := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "lo", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "m", Payload: pl}))
 		synctest.Wait()
 		started := time.Now()
 		if j := mustOK[quotashare.Job](t)(e.Job(lo.ID)); j.Status != quotashare.Running {
@@ -76,7 +76,7 @@ func TestMinRunTimeWakes(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second)
 		prio := 9
-		hi := mustOK[quotashare.Job](t)(e.Submit(JobInput{Name: "hi", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "m", Priority: &prio, Payload: pl}))
+		hi := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "hi", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "m", Priority: &prio, Payload: pl}))
 		synctest.Wait()
 		j := mustOK[quotashare.Job](t)(e.Job(hi.ID))
 		if j.Status != quotashare.Runnable || j.ReasonCode != "WAITING_FOR_MIN_RUN_TIME" || !strings.Contains(j.StatusReason, lo.ID+" of share m") {

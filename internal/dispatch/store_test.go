@@ -72,12 +72,12 @@ func openWith(t *testing.T, m *storetest.Memory, x quotashare.Executor, change f
 const payload = `{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`
 
 func submit(e *Engine, name string) (quotashare.Job, error) {
-	return e.Submit(JobInput{Name: name, Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload})
+	return e.Submit(control.JobInput{Name: name, Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload})
 }
 
 func jobNames(t *testing.T, e *Engine) []string {
 	t.Helper()
-	jobs, _, err := e.ListJobs(ListFilter{Queue: "q", Filter: "JOB_NAME", Values: []string{"*"}}, 0, 100)
+	jobs, _, err := e.ListJobs(control.ListFilter{Queue: "q", Filter: "JOB_NAME", Values: []string{"*"}}, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/procexec"
 )
 
@@ -173,11 +173,11 @@ func waitStatus(t *testing.T, c *batch.Client, id string, want ...types.ServiceJ
 	return nil
 }
 
-func listAll(q string) dispatch.ListFilter {
-	return dispatch.ListFilter{Queue: q, Filter: "JOB_NAME", Values: []string{"*"}}
+func listAll(q string) control.ListFilter {
+	return control.ListFilter{Queue: q, Filter: "JOB_NAME", Values: []string{"*"}}
 }
 
-type dispatchJobInput = dispatch.JobInput
+type dispatchJobInput = control.JobInput
 
 // borrowing starts a server with queue q on 2 ml.g5.xlarge: LEND share a (limit 1) and
 // LEND_AND_BORROW share b (limit 1, borrowLimit 100%), and runs b1 and b2 of b, gated on

@@ -64,7 +64,7 @@ type Config struct {
 	Logf     func(format string, args ...any)
 	// Decide, if set, hears every scheduling decision as data (serve --log-format json);
 	// else each is a Logf line.
-	Decide func(dispatch.Decision)
+	Decide func(control.Decision)
 	// LogRequest, if set, hears every API request once answered (serve --log-format json).
 	LogRequest func(RequestLog)
 	// NoMetrics turns the Prometheus metrics off (serve --no-metrics): no timing of
