@@ -6,12 +6,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,6 +141,7 @@ type podHistory struct {
 	mu      sync.Mutex
 	live    map[string]map[string]string // job -> Pod -> attempt
 	created int
+	perJob  map[string]int // Pods created per job
 	overlap []string
 }
 
@@ -172,6 +175,10 @@ func followPods(t *testing.T, c *kubetest.Cluster, ns string) *podHistory {
 			switch ev.Type {
 			case watch.Added:
 				h.created++
+				if h.perJob == nil {
+					h.perJob = map[string]int{}
+				}
+				h.perJob[job]++
 				for other, a := range h.live[job] {
 					if a != attempt {
 						h.overlap = append(h.overlap, fmt.Sprintf("job %s: Pod %s of attempt %s created while Pod %s of attempt %s existed", job, p.Name, attempt, other, a))
@@ -409,4 +416,20 @@ func TestReplicasKubernetes(t *testing.T) {
 		t.Errorf("the Pod history holds %d Pods for %d jobs: the watch missed some", history.created, total)
 	}
 	t.Logf("%d jobs, %d Pods created, %d kills", total, history.created, kills)
+	// Why a job had more than one Pod (a failover's relaunch, a Pod the cluster removed):
+	// what its attempts say.
+	for _, id := range slices.Sorted(maps.Keys(history.perJob)) {
+		if n := history.perJob[id]; n > 1 {
+			d, err := clients[0].DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+			if err != nil {
+				t.Logf("job %s: %d Pods; %v", id, n, err)
+				continue
+			}
+			var why []string
+			for _, a := range d.Attempts {
+				why = append(why, aws.ToString(a.StatusReason))
+			}
+			t.Logf("job %s: %d Pods, %d attempt(s): %s", id, n, len(d.Attempts), strings.Join(why, " | "))
+		}
+	}
 }
