@@ -100,10 +100,11 @@ func principalOf(ctx context.Context) *Principal {
 
 // Authorize wraps the API: a request of a principal that may not do it is refused with
 // AccessDeniedException, naming the principal and what it lacks. Reads of logs and
-// metrics need only a known principal (Require checks that).
+// metrics need only a known principal (Require checks that). References are read as the
+// handler reads them (arns).
 func Authorize(e interface {
 	Job(ref string) (quotashare.Job, error)
-}, h http.Handler) http.Handler {
+}, arns ARNs, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := principalOf(r.Context())
 		if p == nil || p.Role == RoleAdmin {
@@ -139,7 +140,8 @@ func Authorize(e interface {
 			JobID          string `json:"jobId"`
 		}
 		json.Unmarshal(body, &in) // a malformed body is the operation's to refuse
-		queue, share := nameAfterSlash(in.JobQueue), in.QuotaShareName
+		queue, _ := arns.queue(in.JobQueue) // a bad reference is the operation's to refuse
+		share := in.QuotaShareName
 		if op != "submitservicejob" {
 			j, err := e.Job(jobID(in.JobID))
 			if err != nil {
@@ -155,8 +157,6 @@ func Authorize(e interface {
 		h.ServeHTTP(w, r)
 	})
 }
-
-func nameAfterSlash(s string) string { return s[strings.LastIndexByte(s, '/')+1:] }
 
 func sharesText(m map[string][]string) string {
 	var parts []string

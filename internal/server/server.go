@@ -593,7 +593,7 @@ func (s *Server) leaderHandler(l *leadership) http.Handler {
 	mux.Handle("GET /metrics", s.metricsHandler())
 	// Every principal may read; a team may change jobs in its shares; an admin, anything.
 	arns := batchapi.ARNs{Region: s.cfg.Region, Account: s.cfg.Account}
-	api := batchapi.Authorize(engine, batchapi.New(engine, arns))
+	api := batchapi.Authorize(engine, arns, batchapi.New(engine, arns))
 	mux.Handle("/", s.mets.instrument(batchapi.Require(s.verifier, api)))
 	// The dashboard: pages for a browser, behind Basic credentials from the same file as
 	// the API's keys; its write actions are API requests in the caller's name.
