@@ -141,7 +141,8 @@ type podHistory struct {
 	mu      sync.Mutex
 	live    map[string]map[string]string // job -> Pod -> attempt
 	created int
-	perJob  map[string]int // Pods created per job
+	perJob  map[string]int      // Pods created per job
+	events  map[string][]string // per job: its Pods' additions and deletions, in order
 	overlap []string
 }
 
@@ -179,6 +180,10 @@ func followPods(t *testing.T, c *kubetest.Cluster, ns string) *podHistory {
 					h.perJob = map[string]int{}
 				}
 				h.perJob[job]++
+				if h.events == nil {
+					h.events = map[string][]string{}
+				}
+				h.events[job] = append(h.events[job], fmt.Sprintf("+%s (uid %s, node %q)", p.Name, p.UID, p.Spec.NodeName))
 				for other, a := range h.live[job] {
 					if a != attempt {
 						h.overlap = append(h.overlap, fmt.Sprintf("job %s: Pod %s of attempt %s created while Pod %s of attempt %s existed", job, p.Name, attempt, other, a))
@@ -190,6 +195,9 @@ func followPods(t *testing.T, c *kubetest.Cluster, ns string) *podHistory {
 				h.live[job][p.Name] = attempt
 			case watch.Deleted:
 				delete(h.live[job], p.Name)
+				if h.events != nil {
+					h.events[job] = append(h.events[job], fmt.Sprintf("-%s (uid %s, phase %s%s)", p.Name, p.UID, p.Status.Phase, podConditions(p)))
+				}
 			}
 			h.mu.Unlock()
 		}
@@ -429,7 +437,21 @@ func TestReplicasKubernetes(t *testing.T) {
 			for _, a := range d.Attempts {
 				why = append(why, aws.ToString(a.StatusReason))
 			}
-			t.Logf("job %s: %d Pods, %d attempt(s): %s", id, n, len(d.Attempts), strings.Join(why, " | "))
+			t.Logf("job %s: %d Pods, %d attempt(s): %s; Pod events: %s", id, n, len(d.Attempts), strings.Join(why, " | "), strings.Join(history.events[id], ", "))
 		}
 	}
+}
+
+// podConditions is a Pod's DisruptionTarget condition and deletion timestamp, as text.
+func podConditions(p *corev1.Pod) string {
+	out := ""
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget {
+			out += fmt.Sprintf(", %s: %s", c.Reason, c.Message)
+		}
+	}
+	if p.DeletionTimestamp != nil {
+		out += ", deleted at " + p.DeletionTimestamp.Format("15:04:05.000")
+	}
+	return out
 }
