@@ -139,7 +139,7 @@ func Authorize(e interface {
 			QuotaShareName string `json:"quotaShareName"`
 			JobID          string `json:"jobId"`
 		}
-		json.Unmarshal(body, &in) // a malformed body is the operation's to refuse
+		json.Unmarshal(body, &in)           // a malformed body is the operation's to refuse
 		queue, _ := arns.queue(in.JobQueue) // a bad reference is the operation's to refuse
 		share := in.QuotaShareName
 		if op != "submitservicejob" {
