@@ -140,27 +140,12 @@ func (j *journal) forget(ids ...string) error {
 		}
 		buf.Write(append(b, '\n'))
 	}
-	tmp := j.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(buf.Bytes())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, j.path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := writeSynced(j.path, buf.Bytes()); err != nil {
 		return err
 	}
 	j.f.Close() // the file before the rewrite: appending to it would go nowhere
 	j.lines = len(j.states)
+	var err error
 	j.f, err = os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o600)
 	return err
 }

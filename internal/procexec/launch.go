@@ -218,16 +218,23 @@ func lookPath(name string, env []string) (string, error) {
 	return "", &jobError{fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint[0]: %q is no program in the job's PATH (%s)", name, path)}
 }
 
-func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, hosts []string, idir string) []string {
-	// The base, then the variables the server passes on, then the payload's Environment
-	// and SageMaker's (trainingjob.Env), then the server's own, which win.
+// baseEnv is what every job's environment starts from: BaseEnv and the variables of the
+// server's own environment that Config.PassEnv names.
+func (x *Executor) baseEnv() map[string]string {
 	env := maps.Clone(BaseEnv)
-	env["HOME"] = filepath.Join(idir, "work")
 	for _, k := range x.cfg.PassEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			env[k] = v
 		}
 	}
+	return env
+}
+
+func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, hosts []string, idir string) []string {
+	// The base and the variables the server passes on, then the payload's Environment
+	// and SageMaker's (trainingjob.Env), then the server's own, which win.
+	env := x.baseEnv()
+	env["HOME"] = filepath.Join(idir, "work")
 	maps.Copy(env, trainingjob.Env(req, is.Host, hosts, is.Type, trainingjob.Paths{
 		Model: filepath.Join(idir, "model"), OutputData: filepath.Join(idir, "output", "data"), Channel: trainingjob.Channel.LocalPath}))
 	env["SM_NUM_GPUS"] = strconv.Itoa(len(is.GPUs))

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/quotashare/quotashare"
@@ -73,7 +73,8 @@ func (x *Executor) userFor(queue, share string) (uint32, error) {
 	return uid, nil
 }
 
-// writeSynced replaces path with data, durably.
+// writeSynced replaces path with data (mode 0600), durably: written and synced beside it,
+// then renamed over it. A failure leaves the old file as it was.
 func writeSynced(path string, data []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -87,10 +88,13 @@ func writeSynced(path string, data []byte) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return err
+	if err == nil {
+		err = os.Rename(tmp, path)
 	}
-	return os.Rename(tmp, path)
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // CheckShare is Check, and where the share's jobs run as a user of their own, that this
@@ -110,13 +114,14 @@ func (x *Executor) CheckShare(req *quotashare.TrainingRequest, queue, share stri
 		uid = x.cfg.JobUsers.From
 		who = "the share's own user (from --job-uids)"
 	}
-	argv0 := req.AlgorithmSpecification.ContainerEntrypoint[0]
-	env := append(envList(BaseEnv), envList(req.Environment)...)
-	if prog, err := lookPath(argv0, env); err == nil {
-		if !strings.Contains(argv0, "/") || filepath.IsAbs(prog) {
-			if why := canAccess(prog, uid, 0o1); why != "" {
-				return fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint[0]: %s, which the jobs of share %s run as, cannot run %s: %s", who, share, prog, why)
-			}
+	// The program as the launch finds it: in the PATH of the job's environment (the
+	// payload's Environment over the base), a relative one in the work folder (not
+	// checked: canAccess passes over it).
+	env := x.baseEnv()
+	maps.Copy(env, req.Environment)
+	if prog, err := lookPath(req.AlgorithmSpecification.ContainerEntrypoint[0], envList(env)); err == nil {
+		if why := canAccess(prog, uid, 0o1); why != "" {
+			return fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint[0]: %s, which the jobs of share %s run as, cannot run %s: %s", who, share, prog, why)
 		}
 	}
 	for _, c := range req.InputDataConfig {
