@@ -141,8 +141,7 @@ type podHistory struct {
 	mu      sync.Mutex
 	live    map[string]map[string]string // job -> Pod -> attempt
 	created int
-	perJob  map[string]int      // Pods created per job
-	events  map[string][]string // per job: its Pods' additions and deletions, in order
+	events  map[string][]string // per job: its Pods' additions ("+") and deletions ("-"), in order
 	overlap []string
 }
 
@@ -176,10 +175,6 @@ func followPods(t *testing.T, c *kubetest.Cluster, ns string) *podHistory {
 			switch ev.Type {
 			case watch.Added:
 				h.created++
-				if h.perJob == nil {
-					h.perJob = map[string]int{}
-				}
-				h.perJob[job]++
 				if h.events == nil {
 					h.events = map[string][]string{}
 				}
@@ -426,8 +421,14 @@ func TestReplicasKubernetes(t *testing.T) {
 	t.Logf("%d jobs, %d Pods created, %d kills", total, history.created, kills)
 	// Why a job had more than one Pod (a failover's relaunch, a Pod the cluster removed):
 	// what its attempts say.
-	for _, id := range slices.Sorted(maps.Keys(history.perJob)) {
-		if n := history.perJob[id]; n > 1 {
+	for _, id := range slices.Sorted(maps.Keys(history.events)) {
+		n := 0
+		for _, e := range history.events[id] {
+			if strings.HasPrefix(e, "+") {
+				n++
+			}
+		}
+		if n > 1 {
 			d, err := clients[0].DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
 			if err != nil {
 				t.Logf("job %s: %d Pods; %v", id, n, err)
