@@ -146,8 +146,11 @@ func (x *Executor) result(r *run) quotashare.Report {
 		idir := filepath.Join(r.dir, is.Host)
 		b, err := os.ReadFile(filepath.Join(idir, "exitcode"))
 		code, cerr := strconv.Atoi(strings.TrimSpace(string(b)))
-		if _, ferr := os.Stat(filepath.Join(idir, supervisor.FencedFile)); ferr == nil {
-			r.fenced = true
+		// Only a fenced executor's supervisors fence: the others' ends cost no look.
+		if x.cfg.Fenced {
+			if _, ferr := os.Stat(filepath.Join(idir, supervisor.FencedFile)); ferr == nil {
+				r.fenced = true
+			}
 		}
 		if (err != nil || cerr != nil) && is.status != nil {
 			code, err, cerr = *is.status, nil, nil // told by the supervisor's own exit
