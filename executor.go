@@ -93,6 +93,17 @@ type Forgetter interface {
 	Prune(keep func(attemptID string) bool) (removed int, err error)
 }
 
+// Settler is an Executor that keeps what an ended attempt leaves on its side (a
+// Kubernetes attempt's Pods and their states) until the server has committed the end it
+// reported: the server calls Ended once it has. Were the objects removed sooner, a server
+// that died between the report and the commit would leave its successor an attempt the
+// store says runs and whose objects are gone, and a finished job would run again.
+// Attempts whose end was committed while the executor was not there to hear it are
+// cleaned up by the next Recover, as objects of attempts it is not given.
+type Settler interface {
+	Ended(attemptID string)
+}
+
 // ShareChecker is an Executor whose check of a request depends on the share it is
 // submitted to (its jobs run as a user of the share's own): the server calls CheckShare
 // instead of Check.

@@ -47,6 +47,7 @@ type cworld struct {
 	ledger *schedtest.Ledger
 	jobs   map[string]*cjob
 	live   map[string]*cjob // by attempt id: started and not yet reported gone
+	exited map[string]bool  // attempts reported gone in this step: each must come back as Ended
 	plans  []sched.Plan
 	log    []string
 	held   bool // a capacity refusal happened: held jobs may wait with capacity free
@@ -105,6 +106,12 @@ func genShareInput(t *rapid.T, name string) ShareInput {
 func (w *cworld) step(reports ...quotashare.Report) {
 	w.s.SetTime(w.s.clock.Add(time.Second))
 	w.plans = w.plans[:0]
+	w.exited = map[string]bool{}
+	for _, r := range reports {
+		if r.State == quotashare.AttemptExited {
+			w.exited[r.AttemptID] = true
+		}
+	}
 	w.s.step(reports, false)
 	w.settle()
 }
@@ -158,7 +165,18 @@ func (w *cworld) settle() {
 				w.fatalf("executor asked to stop %s (job %s), which nothing preempted or terminated", a.Stop, j.id)
 			}
 			delete(stopped, j.id)
+		case a.Ended != "":
+			if w.live[a.Ended] != nil {
+				w.fatalf("executor told attempt %s ended while it runs", a.Ended)
+			}
+			if !w.exited[a.Ended] {
+				w.fatalf("executor told attempt %s ended, which was not reported gone in this step", a.Ended)
+			}
+			delete(w.exited, a.Ended)
 		}
+	}
+	for id := range w.exited {
+		w.fatalf("attempt %s was reported gone, and the executor was not told its end is committed", id)
 	}
 	for id := range started {
 		w.fatalf("a plan started %s, but the executor was not asked to", id)

@@ -15,7 +15,10 @@ import (
 func (st *State) apply(r quotashare.Report, now time.Time) {
 	j := st.jobs[r.JobID]
 	if j == nil || j.Current == nil || j.Current.ID != r.AttemptID {
-		return // about an attempt that is over already: reports may repeat
+		if r.State == quotashare.AttemptExited {
+			st.act(Action{Ended: r.AttemptID}) // its end was committed before: reports may repeat
+		}
+		return
 	}
 	a := j.Current
 	qs := st.queues[j.Queue]
@@ -52,6 +55,7 @@ func (st *State) apply(r quotashare.Report, now time.Time) {
 	a.StoppedAt = at
 	a.ExitCode = sharedCode(r.ExitCode)
 	j.Current = nil
+	st.act(Action{Ended: a.ID})
 	delete(qs.active, j)
 	qs.dirty = true
 	st.touchJob(j)

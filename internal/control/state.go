@@ -69,6 +69,10 @@ type Action struct {
 	Start  *quotashare.AttemptSpec
 	Stop   string   // attempt id
 	Forget []string // attempt ids of a removed job: the executor drops what it kept of them
+	// Ended is an attempt whose end is now committed: the executor may remove what it
+	// kept only until then (a Kubernetes attempt's Pods, whose states a successor reads
+	// if this server dies before the commit).
+	Ended string
 }
 
 // State is the server's state. It is not safe for concurrent use: its runner holds one

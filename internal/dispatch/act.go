@@ -49,6 +49,13 @@ func (e *Engine) call(a control.Action) func(quotashare.Executor) {
 			}
 		}
 	}
+	if id := a.Ended; id != "" {
+		return func(x quotashare.Executor) {
+			if s, ok := x.(quotashare.Settler); ok {
+				s.Ended(id)
+			}
+		}
+	}
 	id := a.Stop
 	return func(x quotashare.Executor) {
 		if err := x.Stop(id); err != nil {

@@ -84,7 +84,10 @@ type Config struct {
 	// fails (default 5 minutes).
 	UnschedulableTimeout time.Duration
 	// Retain is how long the Pods and the Service of a finished attempt are kept, for
-	// their logs and status (default 10 minutes). Their logs are saved to LogDir first.
+	// their logs and status (default 10 minutes), counted from when the server has
+	// committed the attempt's end (Ended): until then they stay whatever Retain says, so
+	// that a successor of a server that died first reads the attempt's end from them.
+	// Their logs are saved to LogDir first.
 	Retain time.Duration
 	// APIQPS is the rate of requests to the API server the client built by Connect
 	// allows, with bursts of twice as many (0: 50 a second). Each attempt of one instance
@@ -123,10 +126,16 @@ type Executor struct {
 
 	mu   sync.Mutex
 	runs map[string]*run
-	wg   sync.WaitGroup
+	// ended holds the attempts reported over whose end the server has not committed
+	// yet: Ended closes the channel, and their objects are removed Retain later.
+	ended map[string]chan struct{}
+	wg    sync.WaitGroup
 }
 
-var _ quotashare.Executor = (*Executor)(nil)
+var (
+	_ quotashare.Executor = (*Executor)(nil)
+	_ quotashare.Settler  = (*Executor)(nil)
+)
 
 // run is one attempt this executor watches.
 type run struct {
@@ -179,7 +188,7 @@ func New(cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("server name %q: %s", cfg.Server, strings.Join(errs, "; "))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	x := &Executor{cfg: cfg, runs: map[string]*run{}, ctx: ctx, cancel: cancel}
+	x := &Executor{cfg: cfg, runs: map[string]*run{}, ended: map[string]chan struct{}{}, ctx: ctx, cancel: cancel}
 	x.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = x.selector().String() }))
 	inf := x.factory.Core().V1().Pods()

@@ -208,7 +208,15 @@ func TestPodsOfAnAttempt(t *testing.T) {
 	if n := e.rec.count(s.AttemptID, quotashare.AttemptRunning); n != 1 {
 		t.Errorf("%d RUNNING reports, want 1", n)
 	}
-	// Retained for their logs, then removed.
+	// Kept until the server has committed the end (a successor of a server that died
+	// first reads it from them), then for their logs, then removed.
+	x.mu.Lock()
+	waiting := x.ended[s.AttemptID] != nil
+	x.mu.Unlock()
+	if !waiting || len(e.pods(t, s.AttemptID)) != 2 {
+		t.Errorf("the finished Pods were removed before the server committed their end (waiting for it: %v)", waiting)
+	}
+	x.Ended(s.AttemptID)
 	if len(e.pods(t, s.AttemptID)) != 2 {
 		t.Errorf("the finished Pods were removed before the retention time")
 	}
@@ -277,6 +285,7 @@ func TestStopHonoursGrace(t *testing.T) {
 	if rep.Success || !rep.Signalled || !strings.HasPrefix(rep.Reason, "Stopped") {
 		t.Errorf("report %+v, want a signalled stop", rep)
 	}
+	x.Ended(s.AttemptID)
 	waitGone(t, e, s.AttemptID, 30*time.Second)
 }
 

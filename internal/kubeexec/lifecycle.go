@@ -422,22 +422,41 @@ func (x *Executor) end(r *run) quotashare.Report {
 	}
 	id := r.spec.AttemptID
 	pods := x.attemptPods(id)
+	committed := make(chan struct{})
+	x.ended[id] = committed
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
 		x.saveLogs(id, pods)
+		select {
+		case <-x.ctx.Done():
+			return // the next Recover cleans it up
+		case <-committed:
+		}
 		wait := x.cfg.Retain
 		if len(pods) == 0 {
 			wait = 0 // nothing left to read: only the Service
 		}
 		select {
 		case <-x.ctx.Done():
-			return // the next Recover cleans it up
+			return
 		case <-time.After(wait):
 		}
 		x.remove(id)
 	}()
 	return rep
+}
+
+// Ended hears that the server has committed the end of an attempt this executor
+// reported over: its objects go Retain later. An attempt it does not know (its end was
+// reported before a restart) is left to the next Recover.
+func (x *Executor) Ended(attemptID string) {
+	x.mu.Lock()
+	if c := x.ended[attemptID]; c != nil {
+		close(c)
+		delete(x.ended, attemptID)
+	}
+	x.mu.Unlock()
 }
 
 // remove deletes an attempt's Service and, by ownership, whatever Pods are left.
