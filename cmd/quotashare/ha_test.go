@@ -419,8 +419,12 @@ func TestReplicasKubernetes(t *testing.T) {
 		t.Errorf("the Pod history holds %d Pods for %d jobs: the watch missed some", history.created, total)
 	}
 	t.Logf("%d jobs, %d Pods created, %d kills", total, history.created, kills)
-	// Why a job had more than one Pod (a failover's relaunch, a Pod the cluster removed):
-	// what its attempts say.
+	// A job has more than one Pod only for an attempt the API accounts for: a preemption
+	// (in-share preemption is on, and priorities differ) or a failed attempt retried. A
+	// Pod more than those is a relaunch no decision explains: a failover that lost an
+	// attempt's end (the executor removed its Pods before the end was committed) and ran
+	// a finished job again. Each such job is listed with its Pods and what the replicas
+	// said of it.
 	for _, id := range slices.Sorted(maps.Keys(history.events)) {
 		n := 0
 		for _, e := range history.events[id] {
@@ -438,7 +442,15 @@ func TestReplicasKubernetes(t *testing.T) {
 			for _, a := range d.Attempts {
 				why = append(why, aws.ToString(a.StatusReason))
 			}
-			t.Logf("job %s: %d Pods, %d attempt(s): %s; Pod events: %s", id, n, len(d.Attempts), strings.Join(why, " | "), strings.Join(history.events[id], ", "))
+			accounted := len(d.Attempts)
+			if d.PreemptionSummary != nil {
+				accounted += int(aws.ToInt32(d.PreemptionSummary.PreemptedAttemptCount))
+			}
+			if n <= accounted {
+				continue
+			}
+			t.Errorf("job %s: %d Pods for %d attempt(s) and preemptions: %s; Pod events: %s", id, n, accounted, strings.Join(why, " | "), strings.Join(history.events[id], ", "))
+			logReplicas(t, replicas, id)
 		}
 	}
 }

@@ -176,7 +176,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 			cfg.InstanceTypes = append(cfg.InstanceTypes, t)
 		}
 		cfg.NewExecutor = func(report func(quotashare.Report)) (quotashare.Executor, error) {
-			kc.Report = report
+			kc.Report, kc.Logf = report, cfg.Logf
 			return kubeexec.New(kc)
 		}
 	}

@@ -108,6 +108,9 @@ type Config struct {
 	PullSecrets    []string
 	// Report receives the attempts' reports.
 	Report func(quotashare.Report)
+	// Logf hears what the executor does to the cluster's objects of its own accord:
+	// every deletion and why, each adoption after a restart (default: nothing).
+	Logf func(format string, args ...any)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// UnseenPodCheck is how long a Pod the API server holds may go unshown by the
@@ -165,6 +168,9 @@ type run struct {
 func New(cfg Config) (*Executor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
 	}
 	if cfg.Server == "" {
 		cfg.Server = "quotashare"

@@ -345,14 +345,15 @@ func (x *Executor) teardown(r *run) []quotashare.Report {
 		r.timer.Stop()
 	}
 	pods := x.attemptPods(r.spec.AttemptID)
-	if len(pods) == 0 {
-		return []quotashare.Report{x.end(r)}
-	}
-	names := slices.Sorted(maps.Keys(pods))
 	ending := r.failure
 	if r.stopping {
 		ending = "stopped by quotashare"
 	}
+	x.cfg.Logf("kubernetes: ending attempt %s, deleting its %d Pod(s): %s", r.spec.AttemptID, len(pods), ending)
+	if len(pods) == 0 {
+		return []quotashare.Report{x.end(r)}
+	}
+	names := slices.Sorted(maps.Keys(pods))
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
@@ -442,7 +443,7 @@ func (x *Executor) end(r *run) quotashare.Report {
 			return
 		case <-time.After(wait):
 		}
-		x.remove(id)
+		x.remove(id, "its end is committed")
 	}()
 	return rep
 }
@@ -460,10 +461,12 @@ func (x *Executor) Ended(attemptID string) {
 }
 
 // remove deletes an attempt's Service and, by ownership, whatever Pods are left.
-func (x *Executor) remove(attemptID string) {
+func (x *Executor) remove(attemptID, why string) {
 	bg := metav1.DeletePropagationBackground
 	grace := int64(x.cfg.Grace / time.Second)
-	for _, p := range x.attemptPods(attemptID) {
+	pods := x.attemptPods(attemptID)
+	x.cfg.Logf("kubernetes: removing the Service and %d Pod(s) of attempt %s: %s", len(pods), attemptID, why)
+	for _, p := range pods {
 		x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).Delete(x.ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	}
 	x.cfg.Client.CoreV1().Services(x.cfg.Namespace).Delete(x.ctx, ServiceName(attemptID), metav1.DeleteOptions{PropagationPolicy: &bg})

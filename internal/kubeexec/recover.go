@@ -52,12 +52,13 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 	for id := range services {
 		if !known[id] {
 			x.wg.Add(1)
-			go func() { defer x.wg.Done(); x.remove(id) }()
+			go func() { defer x.wg.Done(); x.remove(id, "not an attempt the server says holds capacity") }()
 		}
 	}
 	pods, _ := x.pods.Pods(x.cfg.Namespace).List(x.selector())
 	for _, p := range pods {
 		if id := p.Labels[LabelAttempt]; !known[id] && services[id] == nil {
+			x.cfg.Logf("kubernetes: deleting Pod %s: it has no Service, and its attempt does not hold capacity", p.Name)
 			grace := int64(x.cfg.Grace / time.Second)
 			x.cfg.Client.CoreV1().Pods(x.cfg.Namespace).Delete(x.ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 		}
@@ -94,6 +95,7 @@ func (x *Executor) adopt(spec quotashare.AttemptSpec, svc *corev1.Service) error
 		return nil
 	}
 	x.runs[spec.AttemptID] = r
+	x.cfg.Logf("kubernetes: adopting attempt %s (launched %v, %d of %d Pod(s) shown)", spec.AttemptID, r.launched, len(pods), len(r.hosts))
 	var reps []quotashare.Report
 	switch ending := svc.Annotations[AnnotationEnding]; {
 	case spec.Stopping || ending == "stopped by quotashare":
