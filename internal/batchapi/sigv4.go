@@ -109,10 +109,61 @@ func (e *authError) Error() string { return e.msg }
 
 // Verify checks r, whose body has been read into body.
 func (v *Verifier) Verify(r *http.Request, body []byte) error {
+	sum := sha256.Sum256(body)
+	payloadHash := hex.EncodeToString(sum[:])
+	if h := r.Header.Get("X-Amz-Content-Sha256"); h == "UNSIGNED-PAYLOAD" {
+		payloadHash = h
+	} else if h != "" && h != payloadHash {
+		return &authError{"InvalidSignatureException", "X-Amz-Content-Sha256 does not match the body"}
+	}
+	_, err := v.verify(r, "batch", payloadHash)
+	return err
+}
+
+// Signature is a verified request's signature, for the chunks of a streaming payload
+// (STREAMING-AWS4-HMAC-SHA256-PAYLOAD), each signed in a chain from it.
+type Signature struct {
+	Principal *Principal // nil without a policy file
+	Key       []byte     // the signing key of the request's day, region and service
+	Date      string     // X-Amz-Date
+	Scope     string     // date/region/service/aws4_request
+	Seed      string     // the request's own signature
+}
+
+// VerifyS3 checks the SigV4 header signature of an S3 request: the scope names the
+// service s3, the path is signed as sent (S3 does not encode it twice), and the payload
+// hash is the X-Amz-Content-Sha256 header the signature covers (a hash of the body, or
+// UNSIGNED-PAYLOAD, or a STREAMING-* mode), which the caller checks against the body as
+// it reads it. Without credentials (v nil) every request passes.
+func (v *Verifier) VerifyS3(r *http.Request) (*Signature, error) {
+	h := r.Header.Get("X-Amz-Content-Sha256")
+	if h == "" {
+		return nil, &authError{"InvalidRequest", "X-Amz-Content-Sha256: missing; S3 requests must carry the payload's hash or UNSIGNED-PAYLOAD"}
+	}
+	sig, err := v.verify(r, "s3", h)
+	if err != nil {
+		return nil, err
+	}
+	sig.Principal = v.principals[accessKeyOf(r)]
+	return sig, nil
+}
+
+// AuthErrorCode is the AWS error type of a refused signature ("" for another error).
+func AuthErrorCode(err error) string {
+	var ae *authError
+	if errors.As(err, &ae) {
+		return ae.typ
+	}
+	return ""
+}
+
+// verify checks the Authorization header's signature of r for the service, with the
+// payload hash given.
+func (v *Verifier) verify(r *http.Request, service, payloadHash string) (*Signature, error) {
 	auth := r.Header.Get("Authorization")
 	const scheme = "AWS4-HMAC-SHA256 "
 	if !strings.HasPrefix(auth, scheme) {
-		return &authError{"MissingAuthenticationTokenException", "the request is not signed: this server requires AWS Signature Version 4 (AWS4-HMAC-SHA256)"}
+		return nil, &authError{"MissingAuthenticationTokenException", "the request is not signed: this server requires AWS Signature Version 4 (AWS4-HMAC-SHA256)"}
 	}
 	parts := map[string]string{}
 	for _, p := range strings.Split(strings.TrimPrefix(auth, scheme), ",") {
@@ -122,44 +173,41 @@ func (v *Verifier) Verify(r *http.Request, body []byte) error {
 	}
 	cred := strings.Split(parts["Credential"], "/") // AKID/date/region/service/aws4_request
 	if len(cred) != 5 || parts["SignedHeaders"] == "" || parts["Signature"] == "" {
-		return &authError{"IncompleteSignatureException", "Authorization: needs Credential=AKID/date/region/service/aws4_request, SignedHeaders and Signature"}
+		return nil, &authError{"IncompleteSignatureException", "Authorization: needs Credential=AKID/date/region/service/aws4_request, SignedHeaders and Signature"}
 	}
 	secret, ok := v.secrets[cred[0]]
 	if !ok {
-		return &authError{"UnrecognizedClientException", fmt.Sprintf("the access key id %s is not known to this server", cred[0])}
+		return nil, &authError{"UnrecognizedClientException", fmt.Sprintf("the access key id %s is not known to this server", cred[0])}
 	}
 	t, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
 	if err != nil {
-		return &authError{"IncompleteSignatureException", "X-Amz-Date: missing or not of the form 20060102T150405Z"}
+		return nil, &authError{"IncompleteSignatureException", "X-Amz-Date: missing or not of the form 20060102T150405Z"}
 	}
 	if d := v.now().Sub(t); d > 5*time.Minute || d < -5*time.Minute {
-		return &authError{"InvalidSignatureException", fmt.Sprintf("X-Amz-Date %s is more than 5 minutes from the server's time", t.Format(time.RFC3339))}
+		return nil, &authError{"InvalidSignatureException", fmt.Sprintf("X-Amz-Date %s is more than 5 minutes from the server's time", t.Format(time.RFC3339))}
 	}
 	scope := cred[1:]
 	region := cmp.Or(v.Region, "us-east-1")
 	switch {
 	case scope[0] != t.Format("20060102"):
-		return &authError{"InvalidSignatureException", fmt.Sprintf("Credential: the scope's date %s is not X-Amz-Date's day %s", scope[0], t.Format("20060102"))}
+		return nil, &authError{"InvalidSignatureException", fmt.Sprintf("Credential: the scope's date %s is not X-Amz-Date's day %s", scope[0], t.Format("20060102"))}
 	case scope[1] != region:
-		return &authError{"InvalidSignatureException", fmt.Sprintf("Credential: the scope names region %s; this server runs as %s", scope[1], region)}
-	case scope[2] != "batch":
-		return &authError{"InvalidSignatureException", fmt.Sprintf("Credential: the scope names service %s; this server is batch", scope[2])}
+		return nil, &authError{"InvalidSignatureException", fmt.Sprintf("Credential: the scope names region %s; this server runs as %s", scope[1], region)}
+	case scope[2] != service:
+		return nil, &authError{"InvalidSignatureException", fmt.Sprintf("Credential: the scope names service %s; this request is for %s", scope[2], service)}
 	case scope[3] != "aws4_request":
-		return &authError{"InvalidSignatureException", "Credential: the scope must end in aws4_request"}
+		return nil, &authError{"InvalidSignatureException", "Credential: the scope must end in aws4_request"}
 	}
 	signed := strings.Split(parts["SignedHeaders"], ";")
 	if !slices.IsSorted(signed) || !slices.Contains(signed, "host") || !slices.Contains(signed, "x-amz-date") {
-		return &authError{"InvalidSignatureException", "SignedHeaders: must be lower-case, sorted, and include host and x-amz-date"}
-	}
-	sum := sha256.Sum256(body)
-	payloadHash := hex.EncodeToString(sum[:])
-	if h := r.Header.Get("X-Amz-Content-Sha256"); h == "UNSIGNED-PAYLOAD" {
-		payloadHash = h
-	} else if h != "" && h != payloadHash {
-		return &authError{"InvalidSignatureException", "X-Amz-Content-Sha256 does not match the body"}
+		return nil, &authError{"InvalidSignatureException", "SignedHeaders: must be lower-case, sorted, and include host and x-amz-date"}
 	}
 	var canon strings.Builder
-	canon.WriteString(r.Method + "\n" + canonicalURI(r) + "\n" + canonicalQuery(r) + "\n")
+	uri := canonicalURI(r)
+	if service == "s3" {
+		uri = cmp.Or(r.URL.EscapedPath(), "/")
+	}
+	canon.WriteString(r.Method + "\n" + uri + "\n" + canonicalQuery(r) + "\n")
 	for _, h := range signed {
 		var vals []string
 		switch h {
@@ -170,11 +218,13 @@ func (v *Verifier) Verify(r *http.Request, body []byte) error {
 			if len(vals) == 0 && r.ContentLength >= 0 {
 				vals = []string{strconv.FormatInt(r.ContentLength, 10)}
 			}
+		case "transfer-encoding":
+			vals = r.TransferEncoding
 		default:
 			vals = r.Header.Values(h)
 		}
 		if len(vals) == 0 {
-			return &authError{"InvalidSignatureException", fmt.Sprintf("SignedHeaders names %s, which the request does not carry", h)}
+			return nil, &authError{"InvalidSignatureException", fmt.Sprintf("SignedHeaders names %s, which the request does not carry", h)}
 		}
 		for i, v := range vals {
 			vals[i] = strings.Join(strings.Fields(v), " ")
@@ -190,10 +240,13 @@ func (v *Verifier) Verify(r *http.Request, body []byte) error {
 	}
 	want := hex.EncodeToString(hmacSHA256(key, toSign))
 	if !hmac.Equal([]byte(want), []byte(parts["Signature"])) {
-		return &authError{"InvalidSignatureException", "the request signature does not match: check the secret access key and the signing method"}
+		return nil, &authError{"InvalidSignatureException", "the request signature does not match: check the secret access key and the signing method"}
 	}
-	return nil
+	return &Signature{Key: key, Date: r.Header.Get("X-Amz-Date"), Scope: strings.Join(scope, "/"), Seed: want}, nil
 }
+
+// HMACSHA256 is SigV4's keyed hash.
+func HMACSHA256(key []byte, data string) []byte { return hmacSHA256(key, data) }
 
 func hmacSHA256(key []byte, data string) []byte {
 	m := hmac.New(sha256.New, key)

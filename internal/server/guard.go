@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/quotashare/quotashare/internal/objstore"
 )
 
 // siteGuard refuses what a web page in the user's browser could be made to send to a server
@@ -92,7 +94,10 @@ func (g *siteGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, r, fmt.Sprintf("a request from another site (Origin %q) is refused: this server answers its own pages and API clients only", o))
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && !isDashboard(r.URL.Path) && r.ContentLength != 0 {
+	// An S3 request's body is the object, of any type. A page cannot send one: the
+	// Authorization header that marks it makes the browser ask first (CORS preflight),
+	// which this server never grants.
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !isDashboard(r.URL.Path) && r.ContentLength != 0 && !objstore.IsS3(r) {
 		ct := r.Header.Get("Content-Type")
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasPrefix(mt, "application/x-amz-json")) {

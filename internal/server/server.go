@@ -31,6 +31,7 @@ import (
 	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/dashboard"
 	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/objstore"
 	"github.com/quotashare/quotashare/internal/pgstore"
 	"github.com/quotashare/quotashare/internal/procexec"
 	"github.com/quotashare/quotashare/internal/sched"
@@ -127,6 +128,12 @@ type Config struct {
 	Supervisor string
 	// PassEnv names variables of the server's environment that local jobs get too.
 	PassEnv []string
+	// ObjectStore is where training data, models and checkpoints live (serve
+	// --object-store): "embedded" for the S3-compatible store this server answers on its
+	// own address, in Data/objects (the default with SQLite); "none" for no store (the
+	// default with StoreURL: replicas cannot share a folder on one host, so the embedded
+	// store is refused with them).
+	ObjectStore string
 	// InsecureNoAuth lets the server listen beyond loopback without Credentials: anyone
 	// who reaches the port may then run commands on this host as jobs.
 	InsecureNoAuth bool
@@ -235,6 +242,10 @@ func Start(cfg Config) (*Server, error) {
 	if err := jobUsersRule(cfg, verifier != nil && verifier.HasTeams(), os.Geteuid()); err != nil {
 		return nil, err
 	}
+	objects, err := openObjects(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Listener != nil {
 		cfg.Addr = cfg.Listener.Addr().String()
 	}
@@ -260,7 +271,18 @@ func Start(cfg Config) (*Server, error) {
 		verifier: verifier, followed: make(chan struct{})}
 	loading := loadingHandler(&s.loaded, time.Now())
 	s.handler.Store(&loading)
-	current := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) })
+	var current http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) })
+	if objects != nil {
+		s3 := objstore.Handler(objstore.Config{Store: objects, Verifier: verifier, Logf: cfg.Logf})
+		api := current
+		current = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if objstore.IsS3(r) {
+				s3.ServeHTTP(w, r)
+				return
+			}
+			api.ServeHTTP(w, r)
+		})
+	}
 	s.http = &http.Server{Handler: newSiteGuard(current, cfg.AllowedHosts, cfg.Addr, cfg.AdvertiseAddr),
 		ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes}
 	go func() { s.done <- s.http.Serve(capConns(ln, lim.MaxConns)) }()
@@ -270,7 +292,6 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	var store quotashare.Store = cfg.Store
-	var err error
 	ttl := cfg.LeaseTTL
 	if ttl <= 0 {
 		ttl = pgstore.DefaultTTL
@@ -858,6 +879,29 @@ func attemptIDs(j quotashare.Job) []string {
 		ids = append(ids, quotashare.AttemptID(j.ID, i))
 	}
 	return ids
+}
+
+// openObjects opens the embedded object store, if the configuration has one.
+func openObjects(cfg Config) (*objstore.Store, error) {
+	switch cfg.ObjectStore {
+	case "":
+		if cfg.StoreURL != "" {
+			return nil, nil
+		}
+	case "embedded":
+		if cfg.StoreURL != "" {
+			return nil, fmt.Errorf("--object-store embedded keeps objects in this host's data folder, which replicas on PostgreSQL (--store) cannot share: give --object-store none")
+		}
+	case "none":
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("--object-store: %q must be embedded or none", cfg.ObjectStore)
+	}
+	st, err := objstore.Open(filepath.Join(cfg.Data, "objects"))
+	if err != nil {
+		return nil, fmt.Errorf("the object store in %s: %w", filepath.Join(cfg.Data, "objects"), err)
+	}
+	return st, nil
 }
 
 // DefaultRetainFinished is how long a finished job is kept when Config says nothing.

@@ -30,7 +30,7 @@ c.tag_resource(resourceArn=queue_arn, tags={"k": "v", "other": "w"})
 c.untag_resource(resourceArn=queue_arn, tagKeys=["other", "k"])
 print("tags", c.list_tags_for_resource(resourceArn=queue_arn)["tags"])
 print("jobs", len(c.list_service_jobs(jobQueue="q")["jobSummaryList"]))
-for name, bad in [("secret", client(secret="wrong")), ("region", client(region="eu-west-1")), ("service", client(service="s3"))]:
+for name, bad in [("secret", client(secret="wrong")), ("region", client(region="eu-west-1")), ("service", client(service="ec2"))]:
     try:
         bad.describe_job_queues()
         print(name, "accepted")

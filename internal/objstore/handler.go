@@ -1,0 +1,177 @@
+package objstore
+
+// The HTTP front of the store: SigV4 with the server's credentials, S3's streaming
+// payloads and checksums, read-only principals kept to reads, then gofakes3.
+
+import (
+	"encoding/xml"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+
+	"github.com/quotashare/quotashare/internal/batchapi"
+)
+
+// IsS3 says whether a request is for the object store: its SigV4 credential scope names
+// the service s3. Requests are told apart this way because S3's path-style URLs
+// (/bucket/key) could be any path.
+func IsS3(r *http.Request) bool {
+	_, rest, ok := strings.Cut(r.Header.Get("Authorization"), "Credential=")
+	if !ok {
+		return false
+	}
+	cred, _, _ := strings.Cut(rest, ",")
+	return strings.HasSuffix(strings.TrimSpace(cred), "/s3/aws4_request")
+}
+
+// Config is what the handler needs.
+type Config struct {
+	Store *Store
+	// Verifier checks signatures (nil: the server has no credentials, and every
+	// request passes, as on the Batch API).
+	Verifier *batchapi.Verifier
+	// Transfer is how long a request may take to send its body or read an object
+	// (default 1 hour): the server's own read and write timeouts are for API calls.
+	Transfer time.Duration
+	Logf     func(format string, args ...any)
+}
+
+type handler struct {
+	cfg Config
+	s3  http.Handler
+}
+
+// Handler serves the S3 API on the store.
+func Handler(cfg Config) http.Handler {
+	if cfg.Transfer <= 0 {
+		cfg.Transfer = time.Hour
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	fake := gofakes3.New(cfg.Store, gofakes3.WithoutVersioning(), gofakes3.WithLogger(logger{cfg.Logf}),
+		gofakes3.WithTimeSkewLimit(0)) // the verifier checks X-Amz-Date
+	return &handler{cfg: cfg, s3: fake.Server()}
+}
+
+type logger struct{ logf func(string, ...any) }
+
+func (l logger) Print(level gofakes3.LogLevel, v ...any) {
+	if level == gofakes3.LogErr {
+		l.logf("quotashare: object store: %s", fmt.Sprint(v...))
+	}
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var sig *batchapi.Signature
+	if h.cfg.Verifier != nil {
+		var err error
+		if sig, err = h.cfg.Verifier.VerifyS3(r); err != nil {
+			code, status := s3AuthError(batchapi.AuthErrorCode(err), err.Error())
+			writeError(w, r, status, code, err.Error())
+			return
+		}
+		if p := sig.Principal; p != nil && p.Role == batchapi.RoleReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeError(w, r, http.StatusForbidden, "AccessDenied", fmt.Sprintf("principal %s (%s) may read objects, not %s them", p.Name, p.Role, r.Method))
+			return
+		}
+	}
+	rc := http.NewResponseController(w)
+	deadline := time.Now().Add(h.cfg.Transfer)
+	rc.SetReadDeadline(deadline)
+	rc.SetWriteDeadline(deadline)
+	if r.Method != http.MethodPut && r.Method != http.MethodPost {
+		h.s3.ServeHTTP(w, r)
+		return
+	}
+	if r.ContentLength == 0 && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		// Go's server sends 100 Continue when a handler first reads the body, so never
+		// for an empty one; botocore, which asks for it on every PUT, then leaves the
+		// connection in a state where its next request waits for the read timeout.
+		w.WriteHeader(http.StatusContinue)
+	}
+	p, err := newPayload(r, sig)
+	if err != nil {
+		writeError(w, r, http.StatusBadRequest, "InvalidRequest", err.Error())
+		return
+	}
+	r.Body = p
+	if p.decoded >= 0 {
+		r.ContentLength = p.decoded
+		r.Header.Set("Content-Length", strconv.FormatInt(p.decoded, 10))
+		r.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD") // decoded here: gofakes3 must not decode again
+		r.Header.Del("Content-Encoding")
+	}
+	h.s3.ServeHTTP(&guard{ResponseWriter: w, r: r, p: p}, r)
+}
+
+// s3AuthError maps the verifier's error types to S3's codes and statuses.
+func s3AuthError(typ, msg string) (string, int) {
+	switch typ {
+	case "MissingAuthenticationTokenException":
+		return "AccessDenied", http.StatusForbidden
+	case "IncompleteSignatureException":
+		return "AuthorizationHeaderMalformed", http.StatusBadRequest
+	case "UnrecognizedClientException":
+		return "InvalidAccessKeyId", http.StatusForbidden
+	case "InvalidRequest":
+		return "InvalidRequest", http.StatusBadRequest
+	}
+	if strings.Contains(msg, "minutes from the server's time") {
+		return "RequestTimeTooSkewed", http.StatusForbidden
+	}
+	return "SignatureDoesNotMatch", http.StatusForbidden
+}
+
+type s3Error struct {
+	XMLName  xml.Name `xml:"Error"`
+	Code     string   `xml:"Code"`
+	Message  string   `xml:"Message"`
+	Resource string   `xml:"Resource,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	b, _ := xml.Marshal(s3Error{Code: code, Message: msg, Resource: r.URL.Path})
+	w.Write([]byte(xml.Header))
+	w.Write(b)
+}
+
+// guard answers with the payload's own error (a bad chunk signature, a checksum that does
+// not match) instead of what gofakes3 makes of the failed read.
+type guard struct {
+	http.ResponseWriter
+	r       *http.Request
+	p       *payload
+	refused bool
+}
+
+func (g *guard) WriteHeader(code int) {
+	if g.p.err != nil && !g.refused {
+		g.refused = true
+		g.ResponseWriter.Header().Del("ETag")
+		writeError(g.ResponseWriter, g.r, g.p.err.status, g.p.err.code, g.p.err.msg)
+		return
+	}
+	if !g.refused {
+		g.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (g *guard) Write(b []byte) (int, error) {
+	if g.p.err != nil && !g.refused {
+		g.WriteHeader(http.StatusOK)
+	}
+	if g.refused {
+		return len(b), nil
+	}
+	return g.ResponseWriter.Write(b)
+}
