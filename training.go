@@ -29,6 +29,13 @@ type TrainingRequest struct {
 	Environment     map[string]string `json:"Environment"`
 	HyperParameters map[string]string `json:"HyperParameters"`
 	InputDataConfig []TrainingChannel `json:"InputDataConfig"`
+	// CheckpointConfig keeps what the job writes in LocalPath (default
+	// /opt/ml/checkpoints) at S3Uri while it runs and when it ends, and puts it back in
+	// LocalPath before each attempt: a preempted job resumes from it.
+	CheckpointConfig *struct {
+		S3Uri     string `json:"S3Uri"`
+		LocalPath string `json:"LocalPath"`
+	} `json:"CheckpointConfig"`
 }
 
 // TrainingChannel is one InputDataConfig channel.

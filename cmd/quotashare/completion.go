@@ -10,7 +10,7 @@ import (
 // completionFlags lists each command's flags for shell completion; TestCompletion checks
 // it against every command's --help.
 var completionFlags = map[string][]string{
-	"serve":      {"--addr", "--data", "--region", "--account-id", "--preemption-grace", "--retain-finished", "--instance-types", "--max-log-bytes", "--metrics-token", "--no-metrics", "--log-format", "--gpus", "--gpu-table", "--example", "--quiet", "--credentials", "--insecure-no-auth", "--pass-env", "--init", "--accept-data-loss", "--job-uids", "--shared-job-user", "--object-store", "--unstaged-channels", "--containment", "--store", "--lease-ttl", "--advertise-addr", "--allowed-hosts", "--dashboard-streams", "--executor", "--kubeconfig", "--namespace", "--kube-options"},
+	"serve":      {"--addr", "--data", "--region", "--account-id", "--preemption-grace", "--retain-finished", "--instance-types", "--max-log-bytes", "--metrics-token", "--no-metrics", "--log-format", "--gpus", "--gpu-table", "--example", "--quiet", "--credentials", "--insecure-no-auth", "--pass-env", "--init", "--accept-data-loss", "--job-uids", "--shared-job-user", "--object-store", "--checkpoint-every", "--unstaged-channels", "--containment", "--store", "--lease-ttl", "--advertise-addr", "--allowed-hosts", "--dashboard-streams", "--executor", "--kubeconfig", "--namespace", "--kube-options"},
 	"demo":       {"--endpoint", "--fast"},
 	"apply":      {"-f", "--dry-run", "--endpoint", "--output"},
 	"export":     {"--queue", "--endpoint", "--output"},

@@ -62,6 +62,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return nil
 	})
 	objectStore := fs.String("object-store", "", "where training data, models and checkpoints live: embedded (an S3-compatible store on this server's own address, in DATA/objects: the default with the SQLite store) or none (the default with --store postgres://, whose replicas cannot share one host's folder)")
+	checkpointEvery := fs.Duration("checkpoint-every", time.Minute, "local executor: how often a running attempt's CheckpointConfig.LocalPath is uploaded to its S3Uri (always once more when the attempt ends, a preemption's included)")
 	unstaged := fs.String("unstaged-channels", "refuse", "local executor: refuse payloads whose InputDataConfig channels name data not on this host, or allow them (the job fetches its own data)")
 	jobUIDs := fs.String("job-uids", "", "FROM-TO: run each share's jobs as a user id of its own from this range (chosen at the share's first job, recorded in DATA/attempts/.users), so that they can read neither the server's files nor other shares' attempts; needs root. Required, or --shared-job-user, when --credentials names team principals")
 	sharedJobUser := fs.Bool("shared-job-user", false, "run team principals' jobs as the server's own user: they can read its keys and database (no isolation)")
@@ -100,7 +101,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--lease-ttl: %s must be at least 1s", *leaseTTL)
 	}
 	cfg := server.Config{Addr: *addr, Data: *data, Region: *region, Account: *account, Grace: *grace, Credentials: *creds, RetainFinished: *retain,
-		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData, AcceptDataLoss: *acceptLoss, UnstagedChannels: *unstaged == "allow", Containment: *containment, ObjectStore: *objectStore}
+		InsecureNoAuth: *insecure, PassEnv: passEnv, Init: *initData, AcceptDataLoss: *acceptLoss, UnstagedChannels: *unstaged == "allow", Containment: *containment, ObjectStore: *objectStore, CheckpointEvery: *checkpointEvery}
 	cfg.NoMetrics = *noMetrics
 	cfg.StoreURL, cfg.LeaseTTL, cfg.AdvertiseAddr = *store, *leaseTTL, *advertise
 	cfg.DashboardStreams = *dashStreams

@@ -42,7 +42,11 @@ func (st *State) apply(r quotashare.Report, now time.Time) {
 			a.StartedAt = at
 			j.CapacityRefusals = 0
 			if a.Stop == "" {
-				st.sayHolding(j, "RUNNING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed))
+				what := "attempt " + a.ID + " in share " + j.Share + borrowText(a.Borrowed)
+				if r.Reason != "" {
+					what += ": " + r.Reason // the executor's word on how it started (a checkpoint it resumed from)
+				}
+				st.sayHolding(j, "RUNNING", what)
 			}
 			qs.sched.Running(j.ID, at)
 			st.touchJob(j)

@@ -4,6 +4,7 @@ package procexec
 // environment SageMaker gives a training job.
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -64,7 +65,11 @@ func (x *Executor) Start(spec quotashare.AttemptSpec) error {
 		go x.report(hostFailure(spec, err))
 		return nil
 	}
-	x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptRunning})
+	running := quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptRunning}
+	if r.ckpt != nil {
+		running.Reason = r.ckpt.Resumed
+	}
+	x.report(running)
 	return nil
 }
 
@@ -117,6 +122,13 @@ func (x *Executor) launch(r *run) error {
 		}
 		r.state.Instances = append(r.state.Instances, is)
 	}
+	// The checkpoint before the attempt is recorded: a server that dies while staging it
+	// finds no launch, and stages it again.
+	if r.ckpt = newCheckpoints(req); r.ckpt != nil {
+		if err := x.stage(r); err != nil {
+			return x.failLaunch(r, err)
+		}
+	}
 	// On disk, and synced, before any process starts: a server that dies from here on
 	// finds the attempt at its next start, its supervisors by their command lines, and
 	// whatever of it runs by its environment.
@@ -145,6 +157,9 @@ func (x *Executor) launch(r *run) error {
 		x.watch(r, is, cmd)
 	}
 	x.arm(r)
+	if r.ckpt != nil {
+		go x.keepEvery(r)
+	}
 	return nil
 }
 
@@ -235,8 +250,14 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 	// and SageMaker's (trainingjob.Env), then the server's own, which win.
 	env := x.baseEnv()
 	env["HOME"] = filepath.Join(idir, "work")
+	ml := idir // the instance's folder, which is /opt/ml to the job where it has its own
+	if x.optML {
+		ml = supervisor.OptML
+		env[supervisor.OptMLEnv] = "1"
+	}
 	maps.Copy(env, trainingjob.Env(req, is.Host, hosts, is.Type, trainingjob.Paths{
-		Model: filepath.Join(idir, "model"), OutputData: filepath.Join(idir, "output", "data"), Channel: trainingjob.Channel.LocalPath}))
+		Model: filepath.Join(ml, "model"), OutputData: filepath.Join(ml, "output", "data"), Channel: trainingjob.Channel.LocalPath}))
+	env["TRAINING_JOB_NAME"] = cmp.Or(req.TrainingJobName, r.spec.JobName, r.spec.JobID)
 	env["SM_NUM_GPUS"] = strconv.Itoa(len(is.GPUs))
 	if len(x.cfg.GPUs) > 0 {
 		env["CUDA_VISIBLE_DEVICES"] = strings.Join(is.GPUs, ",")

@@ -62,6 +62,15 @@ type Config struct {
 	MaxLogBytes int64
 	// Logf, if set, logs what an operator should know (a log that could not be capped).
 	Logf func(format string, args ...any)
+	// NoOptML keeps jobs on the host's paths. Otherwise, where the supervisor can (New
+	// tries it once: root, mounts allowed), each instance gets a private /opt/ml, its own
+	// folder, in a mount namespace (supervisor.OptMLEnv), and its SM_* paths are /opt/ml's.
+	NoOptML bool
+	// Objects is the object store checkpoints are kept in (nil: payloads with a
+	// CheckpointConfig are refused), and CheckpointEvery how often a running attempt's
+	// checkpoints are uploaded (default 1 minute; always once more when it ends).
+	Objects         Objects
+	CheckpointEvery time.Duration
 	// UnstagedChannels accepts payloads whose InputDataConfig channels name data the
 	// executor does not stage (the job fetches its own); by default they are refused.
 	UnstagedChannels bool
@@ -125,6 +134,9 @@ type Executor struct {
 	containment string
 	// supervisor is the program every instance runs under.
 	supervisor string
+	// optML: instances get a private /opt/ml; optMLWhy says why not otherwise.
+	optML    bool
+	optMLWhy string
 	// journal records each launch before its first process starts.
 	journal *journal
 	// pending are the attempts Recover starts again after Config.RelaunchAfter: a Stop
@@ -180,7 +192,8 @@ type run struct {
 	statusLost error
 	fenced     bool   // a supervisor stopped its job when the server stopped renewing its lease
 	uid        uint32 // the user its jobs run as (0: the server's)
-	signalled  bool   // some program was still running when SIGTERM was sent
+	ckpt       *checkpoints
+	signalled  bool // some program was still running when SIGTERM was sent
 }
 
 // runState is what the attempt's folder records: enough to adopt it after a restart.
@@ -223,6 +236,12 @@ type instanceState struct {
 func New(cfg Config) (*Executor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = time.Minute
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 100 * time.Millisecond
@@ -293,6 +312,24 @@ func New(cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("containment: %q is none of %s, %s, %s", cfg.Containment, ContainAuto, ContainCgroup, ContainSubreaper)
 	}
 	x.containment += "; the supervisor is " + which
+	x.optMLWhy = "turned off"
+	if !cfg.NoOptML {
+		if probe, err := os.MkdirTemp(dir, ".probe-opt-ml"); err != nil {
+			x.optMLWhy = err.Error()
+		} else {
+			if err := supervisor.Probe(x.supervisor, probe); err != nil {
+				x.optMLWhy = err.Error()
+			} else {
+				x.optML = true
+			}
+			os.RemoveAll(probe)
+		}
+	}
+	if x.optML {
+		x.containment += "; each instance has a private " + supervisor.OptML + " (its own folder, in a mount namespace)"
+	} else {
+		x.containment += "; no private " + supervisor.OptML + " (" + x.optMLWhy + "): jobs get their folders' host paths, and payloads with a CheckpointConfig are refused"
+	}
 	return x, nil
 }
 
@@ -321,6 +358,9 @@ func (x *Executor) Check(req *quotashare.TrainingRequest) error {
 		if len(remote) > 0 {
 			return fmt.Errorf("serviceRequestPayload.InputDataConfig: channel(s) %s name data the local executor does not stage (only FileSystemDataSource directories and file:// or /path S3Uris on this host); point them at local folders, or run the server with --unstaged-channels allow if the job fetches its own data", strings.Join(remote, ", "))
 		}
+	}
+	if err := x.checkpointRule(req); err != nil {
+		return err
 	}
 	need, err := trainingjob.Need(req)
 	if err != nil {

@@ -127,7 +127,7 @@ func TestEnvironmentAndGPUs(t *testing.T) {
 	dir := t.TempDir()
 	x, ch := newExec(t, dir, time.Second, "0", "1", "2", "3", "4", "5", "6", "7")
 	data := t.TempDir()
-	pl := payload(t, `env | grep -E '^(SM_|CUDA_|NVIDIA_|MY_)' | sort > env.txt`, map[string]any{
+	pl := payload(t, `env | grep -E '^(SM_|CUDA_|NVIDIA_|MY_)' | sort > env.txt; echo "$SM_CURRENT_HOST" > "$SM_MODEL_DIR/whoami"`, map[string]any{
 		"ResourceConfig":  map[string]any{"InstanceType": "ml.g5.12xlarge", "InstanceCount": 2},
 		"Environment":     map[string]string{"MY_VAR": "x"},
 		"HyperParameters": map[string]string{"epochs": "3"},
@@ -142,9 +142,21 @@ func TestEnvironmentAndGPUs(t *testing.T) {
 	var gpus []string
 	for _, host := range []string{"algo-1", "algo-2"} {
 		env := readFile(t, filepath.Join(dir, "a1", host, "work", "env.txt"))
+		// Where the host allows it (root), each instance has its own /opt/ml; the job's
+		// files land in its folder on the host, not in the host's /opt/ml.
+		ml := filepath.Join(dir, "a1", host)
+		if x.optML {
+			ml = "/opt/ml"
+			if _, err := os.Stat("/opt/ml/model/whoami"); err == nil {
+				t.Errorf("a job wrote into the host's /opt/ml")
+			}
+		}
+		if got := readFile(t, filepath.Join(dir, "a1", host, "model", "whoami")); got != host+"\n" {
+			t.Errorf("%s's model folder holds %q", host, got)
+		}
 		for _, want := range []string{"SM_CURRENT_HOST=" + host, `SM_HOSTS=["algo-1","algo-2"]`, "SM_NUM_GPUS=4", `SM_HPS={"epochs":"3"}`,
-			"SM_HP_EPOCHS=3", "MY_VAR=x", "SM_CHANNEL_TRAIN=" + data, "SM_MODEL_DIR=" + filepath.Join(dir, "a1", host, "model"),
-			"SM_OUTPUT_DATA_DIR=" + filepath.Join(dir, "a1", host, "output", "data")} {
+			"SM_HP_EPOCHS=3", "MY_VAR=x", "SM_CHANNEL_TRAIN=" + data, "SM_MODEL_DIR=" + filepath.Join(ml, "model"),
+			"SM_OUTPUT_DATA_DIR=" + filepath.Join(ml, "output", "data")} {
 			if !strings.Contains(env, want+"\n") {
 				t.Errorf("%s lacks %s:\n%s", host, want, env)
 			}

@@ -118,6 +118,11 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 			continue
 		}
 		x.runs[spec.AttemptID] = r
+		if spec.Request != nil {
+			if r.ckpt = newCheckpoints(spec.Request); r.ckpt != nil {
+				go x.keepEvery(r)
+			}
+		}
 		r.instances = len(r.state.Instances)
 		for i := range r.state.Instances {
 			is := &r.state.Instances[i]

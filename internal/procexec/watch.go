@@ -127,6 +127,15 @@ func (x *Executor) exited(r *run) {
 	x.release(r)
 	rep := x.result(r)
 	x.mu.Unlock()
+	if c := r.ckpt; c != nil {
+		// The last checkpoint, a preemption's included, before the end is reported and
+		// the next attempt can start.
+		close(c.stop)
+		if err := x.keep(r); err != nil {
+			rep.Reason += fmt.Sprintf("; its last checkpoint was not all kept at %s: %v", c.uri, err)
+			x.cfg.Logf("quotashare: keeping the last checkpoint of attempt %s at %s: %v", r.spec.AttemptID, c.uri, err)
+		}
+	}
 	x.report(rep)
 }
 

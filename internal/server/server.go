@@ -134,6 +134,9 @@ type Config struct {
 	// default with StoreURL: replicas cannot share a folder on one host, so the embedded
 	// store is refused with them).
 	ObjectStore string
+	// CheckpointEvery is how often the local executor keeps a running attempt's
+	// checkpoints in the object store (serve --checkpoint-every; default 1 minute).
+	CheckpointEvery time.Duration
 	// InsecureNoAuth lets the server listen beyond loopback without Credentials: anyone
 	// who reaches the port may then run commands on this host as jobs.
 	InsecureNoAuth bool
@@ -195,6 +198,7 @@ type Server struct {
 	// logWrite is the write deadline of a log download.
 	logWrite time.Duration
 	verifier *batchapi.Verifier
+	objects  *objstore.Store // the embedded object store, or nil
 	mets     *metrics
 	holder   quotashare.LeaseHolder
 	// handler answers every request: the loading handler, the leader's mux or the
@@ -268,7 +272,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	lim := cfg.Limits.withDefaults()
 	s := &Server{URL: "http://" + ln.Addr().String(), cfg: cfg, ln: ln, done: make(chan error, 1), logWrite: lim.LogWrite,
-		verifier: verifier, followed: make(chan struct{})}
+		verifier: verifier, followed: make(chan struct{}), objects: objects}
 	loading := loadingHandler(&s.loaded, time.Now())
 	s.handler.Store(&loading)
 	var current http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) })
@@ -412,7 +416,10 @@ func (s *Server) lead(ctx context.Context, standingBy func()) (*leadership, erro
 		pcfg := procexec.Config{Dir: filepath.Join(cfg.Data, "attempts"), Grace: cfg.Grace, GPUs: cfg.GPUs,
 			GPUTable: cfg.GPUTable, PassEnv: cfg.PassEnv, UnstagedChannels: cfg.UnstagedChannels, Report: engine.Report,
 			MaxLogBytes: cfg.MaxLogBytes, Logf: cfg.Logf, Containment: cfg.Containment, Supervisor: cfg.Supervisor,
-			JobUsers: cfg.JobUsers}
+			JobUsers: cfg.JobUsers, CheckpointEvery: cfg.CheckpointEvery}
+		if s.objects != nil {
+			pcfg.Objects = s.objects // else a nil interface: checkpoints are refused
+		}
 		if cfg.JobUsers != nil {
 			// The jobs' users pass through the data folder to their instances' folders,
 			// and list nothing; the database and the journals stay the server's (0600).

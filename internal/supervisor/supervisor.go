@@ -50,6 +50,8 @@ func Main(args []string) int {
 	case len(args) == 1 && args[0] == "--protocol":
 		fmt.Println(Protocol)
 		return 0
+	case len(args) == 2 && args[0] == "--probe-opt-ml":
+		return probe(args[1])
 	case len(args) < 4 || args[0] != strconv.Itoa(Protocol):
 		fmt.Fprintf(os.Stderr, "%s: usage: %s %d EXITFILE CGROUP|- PROGRAM ARG... (this is protocol %d; got %q)\n", Arg0, Arg0, Protocol, Protocol, args)
 		return 127
@@ -148,8 +150,9 @@ const Arg0 = "quotashare-supervisor"
 
 // Protocol is the version of Main's arguments and signals; the executor records it with
 // each instance (0, absent, is the sh supervisor of earlier versions). Version 2 makes
-// the attempt's folder when it is missing; version 3 fences by time (FenceEnv).
-const Protocol = 3
+// the attempt's folder when it is missing; version 3 fences by time (FenceEnv); version 4
+// gives the job a private /opt/ml (OptMLEnv).
+const Protocol = 4
 
 // KillSignal is what the executor sends a supervisor to have its job killed: a SIGKILL
 // would end the supervisor itself and leave the job's processes to init.
@@ -204,7 +207,7 @@ func supervise(exitFile, cgroup string, argv []string) int {
 		s.say("%v", err)
 		return SetupFailed
 	}
-	for _, d := range []string{work, filepath.Join(idir, "model"), filepath.Join(idir, "output"), filepath.Join(idir, "output", "data")} {
+	for _, d := range []string{work, filepath.Join(idir, "model"), filepath.Join(idir, "output"), filepath.Join(idir, "output", "data"), filepath.Join(idir, "checkpoints")} {
 		err := os.Mkdir(d, 0o755)
 		if err == nil && cred != nil {
 			if err = os.Chown(d, int(cred.Uid), int(cred.Gid)); err == nil {
@@ -240,6 +243,13 @@ func supervise(exitFile, cgroup string, argv []string) int {
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, KillSignal, syscall.SIGCHLD)
 
+	if os.Getenv(OptMLEnv) != "" {
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, OptMLEnv+"=") })
+		if err := privateOptML(idir); err != nil {
+			s.say("%v", err)
+			return SetupFailed
+		}
+	}
 	attr := &syscall.ProcAttr{Dir: work, Env: env, Files: []uintptr{0, logs[0].Fd(), logs[1].Fd()}, Sys: &syscall.SysProcAttr{Credential: cred}}
 
 	if cgroup != "-" {

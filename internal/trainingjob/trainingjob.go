@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -63,10 +64,63 @@ func Parse(payload string) (*Request, error) {
 			return nil, fmt.Errorf("serviceRequestPayload.HyperParameters: %q must not hold a NUL", k)
 		}
 	}
+	if c := r.CheckpointConfig; c != nil {
+		if _, _, err := ParseS3URI(c.S3Uri); err != nil {
+			return nil, fmt.Errorf("serviceRequestPayload.CheckpointConfig.S3Uri: %w", err)
+		}
+		if c.LocalPath != "" && (!strings.HasPrefix(c.LocalPath, "/") || path.Clean(c.LocalPath) != c.LocalPath) {
+			return nil, fmt.Errorf("serviceRequestPayload.CheckpointConfig.LocalPath: %q must be an absolute, clean path (default %s)", c.LocalPath, DefaultCheckpointPath)
+		}
+	}
+	for i, c := range r.InputDataConfig {
+		if s3 := c.DataSource.S3DataSource; s3 != nil && strings.HasPrefix(s3.S3Uri, "s3:") {
+			if _, _, err := ParseS3URI(s3.S3Uri); err != nil {
+				return nil, fmt.Errorf("serviceRequestPayload.InputDataConfig[%d].DataSource.S3DataSource.S3Uri: %w", i, err)
+			}
+		}
+	}
 	if m := r.StoppingCondition.MaxRuntimeInSeconds; m < 0 || m > math.MaxInt32 {
 		return nil, fmt.Errorf("serviceRequestPayload.StoppingCondition.MaxRuntimeInSeconds: %d must be from 1 to %d", m, math.MaxInt32)
 	}
 	return &r, nil
+}
+
+// DefaultCheckpointPath is CheckpointConfig.LocalPath when the payload gives none.
+const DefaultCheckpointPath = "/opt/ml/checkpoints"
+
+// CheckpointPath is where the request's checkpoints are kept in the container, or "".
+func CheckpointPath(r *Request) string {
+	if r.CheckpointConfig == nil {
+		return ""
+	}
+	if p := r.CheckpointConfig.LocalPath; p != "" {
+		return p
+	}
+	return DefaultCheckpointPath
+}
+
+// ParseS3URI splits s3://bucket/prefix, checking the bucket's name as S3 does (3 to 63
+// lower-case letters, digits, dots and hyphens, starting and ending with a letter or a
+// digit). The prefix may be empty.
+func ParseS3URI(uri string) (bucket, prefix string, err error) {
+	rest, ok := strings.CutPrefix(uri, "s3://")
+	if !ok {
+		return "", "", fmt.Errorf("%q must be of the form s3://bucket/prefix", uri)
+	}
+	bucket, prefix, _ = strings.Cut(rest, "/")
+	if n := len(bucket); n < 3 || n > 63 {
+		return "", "", fmt.Errorf("%q: the bucket name %q must be 3 to 63 characters", uri, bucket)
+	}
+	for i, c := range bucket {
+		letter := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !letter && (c != '.' && c != '-' || i == 0 || i == len(bucket)-1) {
+			return "", "", fmt.Errorf("%q: the bucket name %q may hold only lower-case letters, digits, dots and hyphens, and must start and end with a letter or digit", uri, bucket)
+		}
+	}
+	if strings.ContainsRune(prefix, 0) {
+		return "", "", fmt.Errorf("%q: the key prefix must not hold a NUL", uri)
+	}
+	return bucket, prefix, nil
 }
 
 // Need is the capacity the request asks for: ResourceConfig's InstanceCount of

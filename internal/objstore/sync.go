@@ -1,0 +1,133 @@
+package objstore
+
+// Copies between the store and a host folder, for the executor: a checkpoint staged before
+// an attempt and kept while it runs. They go to the store's files directly, not through
+// HTTP: the executor runs in the server that holds the store.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+)
+
+// Stamp is what a copy knows of a file it sent, to send it again only once it changed.
+type Stamp struct {
+	Size    int64
+	ModTime time.Time
+}
+
+// Download copies every object under prefix in bucket into dir, by the rest of its key
+// (keys that would leave dir, or that end in '/', are skipped), and returns how many
+// files and bytes it wrote and the stamps of the files it wrote. A missing bucket is an
+// error; an empty prefix in it is none.
+func (s *Store) Download(bucket, prefix, dir string) (files int, bytes int64, stamps map[string]Stamp, err error) {
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/" // s3://b/ckpt is the folder ckpt, not every key that starts so
+	}
+	l, err := s.ListBucket(bucket, &gofakes3.Prefix{HasPrefix: prefix != "", Prefix: prefix}, gofakes3.ListBucketPage{MaxKeys: 1 << 30})
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	stamps = map[string]Stamp{}
+	for _, c := range l.Contents {
+		rel := strings.TrimPrefix(c.Key, prefix)
+		if rel == "" || strings.HasSuffix(rel, "/") || !filepath.IsLocal(rel) {
+			continue
+		}
+		path := filepath.Join(dir, filepath.FromSlash(rel))
+		n, err := s.downloadOne(bucket, c.Key, path)
+		if errors.Is(err, os.ErrNotExist) || gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchKey) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return files, bytes, stamps, fmt.Errorf("s3://%s/%s: %w", bucket, c.Key, err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			return files, bytes, stamps, err
+		}
+		stamps[rel] = Stamp{fi.Size(), fi.ModTime()}
+		files++
+		bytes += n
+	}
+	return files, bytes, stamps, nil
+}
+
+func (s *Store) downloadOne(bucket, key, path string) (int64, error) {
+	obj, err := s.GetObject(bucket, key, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer obj.Contents.Close()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return 0, err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, obj.Contents)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// Upload copies the regular files under dir to bucket, each under prefix + its path in
+// dir, but those whose stamp is the one in sent (a file unchanged since the last Upload
+// or Download); it records what it sent in sent, and returns how many files and bytes.
+// Objects of files since removed are kept, as SageMaker keeps them. A file that changes
+// while it is read is sent as read, and again at the next Upload.
+func (s *Store) Upload(dir, bucket, prefix string, sent map[string]Stamp) (files int, bytes int64, err error) {
+	if ok, err := s.BucketExists(bucket); err != nil {
+		return 0, 0, err
+	} else if !ok {
+		return 0, 0, gofakes3.BucketNotFound(bucket)
+	}
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil // removed while walking
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, path)
+		rel = filepath.ToSlash(rel)
+		st := Stamp{fi.Size(), fi.ModTime()}
+		if sent[rel] == st {
+			return nil
+		}
+		f, err := os.Open(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		defer f.Close()
+		if _, err := s.PutObject(bucket, prefix+rel, nil, f, -1, nil); err != nil {
+			return fmt.Errorf("s3://%s/%s%s: %w", bucket, prefix, rel, err)
+		}
+		sent[rel] = st
+		files++
+		bytes += fi.Size()
+		return nil
+	})
+	return files, bytes, err
+}
