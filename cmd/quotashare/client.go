@@ -19,9 +19,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
 // clientFlags are the flags every client command takes.
@@ -54,6 +56,31 @@ func (c *clientFlags) client() *batch.Client {
 	}
 	return batch.New(batch.Options{BaseEndpoint: aws.String(c.endpoint), Region: region, RetryMaxAttempts: 2,
 		Credentials: credentials.NewStaticCredentialsProvider(id, secret, os.Getenv("AWS_SESSION_TOKEN"))})
+}
+
+// objects is an S3 client of the server's object store, with the Batch client's
+// credentials and region.
+func (c *clientFlags) objects() *s3.Client {
+	o := c.client().Options()
+	return s3.New(s3.Options{BaseEndpoint: o.BaseEndpoint, Region: o.Region, Credentials: o.Credentials, UsePathStyle: true, RetryMaxAttempts: 2})
+}
+
+// ensureBucket makes the bucket of an s3:// URI in the server's object store if it is
+// not there, and says so.
+func (c *clientFlags) ensureBucket(ctx context.Context, uri string, say func(string, ...any)) error {
+	bucket, _, err := trainingjob.ParseS3URI(uri)
+	if err != nil {
+		return err
+	}
+	s := c.objects()
+	if _, err := s.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(bucket)}); err == nil {
+		return nil
+	}
+	if _, err := s.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		return fmt.Errorf("making the bucket %s in the server's object store: %w", bucket, c.apiError(err))
+	}
+	say("made the bucket %s in the server's object store", bucket)
+	return nil
 }
 
 // apiError turns an SDK error into one line.
@@ -127,6 +154,7 @@ func submitCmd(args []string, stdout, stderr io.Writer) error {
 	retries := fs.Int("retries", 1, "retryStrategy.attempts, counting the first (1-10)")
 	preempt := fs.Int("preemption-retries", -1, "requeues after preemption before the job fails (-1: unlimited)")
 	timeout := fs.Duration("timeout", 0, "the longest an attempt may run (0: no limit)")
+	checkpoint := fs.String("checkpoint", "", "s3://bucket/prefix in the server's object store (the bucket is made if missing): what the job writes in /opt/ml/checkpoints is kept there, and each attempt, a preempted job's next one included, starts with it (the payload's CheckpointConfig)")
 	// Everything after "--" is the program; flags come before it.
 	var program []string
 	for i, a := range args {
@@ -163,6 +191,21 @@ func submitCmd(args []string, stdout, stderr io.Writer) error {
 	default:
 		fs.Usage()
 		return errors.New("give the program to run after --, or --file")
+	}
+	if *checkpoint != "" {
+		if _, _, err := trainingjob.ParseS3URI(*checkpoint); err != nil {
+			return fmt.Errorf("--checkpoint: %w", err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(payload), &m); err != nil {
+			return fmt.Errorf("--file: %w", err)
+		}
+		m["CheckpointConfig"] = map[string]any{"S3Uri": *checkpoint}
+		b, _ := json.Marshal(m)
+		payload = string(b)
+		if err := cf.ensureBucket(context.Background(), *checkpoint, func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }); err != nil {
+			return err
+		}
 	}
 	in := &batch.SubmitServiceJobInput{JobName: aws.String(*name), JobQueue: aws.String(*queue),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload),

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -98,16 +99,28 @@ func applyExample(ctx context.Context, cf *clientFlags, say func(string, ...any)
 }
 
 // examplePayload is a CreateTrainingJob request for one ml.g5.xlarge running a shell
-// script that works for the given time and writes a checkpoint on SIGTERM.
-func examplePayload(name string, seconds int) string {
+// script that works for the given time, one step a second. With a checkpoint URI it
+// keeps its step in /opt/ml/checkpoints (written on SIGTERM, kept in the object store by
+// the server) and resumes from it; without, it writes its step in its model folder only.
+func examplePayload(name string, seconds int, checkpoint string) string {
 	script := fmt.Sprintf(`trap 'echo "step $i of %d" > "$SM_MODEL_DIR/checkpoint"; echo "preempted: wrote $SM_MODEL_DIR/checkpoint: $(cat "$SM_MODEL_DIR/checkpoint")"; exit 143' TERM
 echo "training %s on $SM_CURRENT_HOST"; i=0; while [ $i -lt %d ]; do sleep 1; i=$((i+1)); done; echo done`, seconds, name, seconds)
-	b, _ := json.Marshal(map[string]any{
+	if checkpoint != "" {
+		script = fmt.Sprintf(`f=/opt/ml/checkpoints/step; i=$(cat "$f" 2>/dev/null || echo 0)
+[ "$i" -gt 0 ] && echo "resumed at step $i of %d, from its checkpoint"
+trap 'echo $i > "$f"; echo "preempted: saved step $i of %d in its checkpoint"; exit 143' TERM
+echo "training %s on $SM_CURRENT_HOST"; while [ $i -lt %d ]; do sleep 1; i=$((i+1)); [ $i -eq 1 ] && echo "reached step 1"; done; echo done`, seconds, seconds, name, seconds)
+	}
+	p := map[string]any{
 		"TrainingJobName":        name,
 		"AlgorithmSpecification": map[string]any{"TrainingInputMode": "File", "ContainerEntrypoint": []string{"sh", "-c", script}},
 		"ResourceConfig":         map[string]any{"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1},
 		"StoppingCondition":      map[string]any{"MaxRuntimeInSeconds": 3600},
-	})
+	}
+	if checkpoint != "" {
+		p["CheckpointConfig"] = map[string]any{"S3Uri": checkpoint + "/" + name}
+	}
+	b, _ := json.Marshal(p)
 	return string(b)
 }
 
@@ -120,9 +133,23 @@ func playExample(cf *clientFlags, say func(string, ...any), pace time.Duration) 
 	}
 	c := cf.client()
 	const queue = "three-projects"
+	// Checkpoints in the server's object store, where it has one and gives jobs a
+	// private /opt/ml; else the jobs start again from the beginning after a preemption.
+	checkpoint := "s3://quotashare-demo/checkpoints"
+	if err := cf.ensureBucket(ctx, checkpoint, say); err != nil {
+		say("   (no checkpoints: %v; preempted jobs start again from the beginning)", err)
+		checkpoint = ""
+	}
 	submit := func(name, share string, prio, secs int) (string, error) {
-		out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String(queue), QuotaShareName: aws.String(share),
-			ServiceJobType: types.ServiceJobTypeSagemakerTraining, SchedulingPriority: aws.Int32(int32(prio)), ServiceRequestPayload: aws.String(examplePayload(name, secs))})
+		in := &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String(queue), QuotaShareName: aws.String(share),
+			ServiceJobType: types.ServiceJobTypeSagemakerTraining, SchedulingPriority: aws.Int32(int32(prio)), ServiceRequestPayload: aws.String(examplePayload(name, secs, checkpoint))}
+		out, err := c.SubmitServiceJob(ctx, in)
+		if err != nil && checkpoint != "" && strings.Contains(err.Error(), "CheckpointConfig") {
+			say("   (no checkpoints: %v; preempted jobs start again from the beginning)", cf.apiError(err))
+			checkpoint = ""
+			in.ServiceRequestPayload = aws.String(examplePayload(name, secs, ""))
+			out, err = c.SubmitServiceJob(ctx, in)
+		}
 		if err != nil {
 			return "", cf.apiError(err)
 		}
@@ -176,6 +203,13 @@ func playExample(cf *clientFlags, say func(string, ...any), pace time.Duration) 
 		if err := waitLog(id, "training "); err != nil {
 			return err
 		}
+		// With checkpoints, a step done first, so that the next attempt has one to
+		// resume from.
+		if checkpoint != "" {
+			if err := waitLog(id, "reached step 1"); err != nil {
+				return err
+			}
+		}
 	}
 	say("   qs1_job_high runs on qs1's own instance; qs1_job_med borrows qs2's idle one")
 	say("   qs1_job_low waits: %s", aws.ToString(describe(low).StatusReason))
@@ -222,6 +256,11 @@ func playExample(cf *clientFlags, say func(string, ...any), pace time.Duration) 
 			n = aws.ToInt32(d.PreemptionSummary.PreemptedAttemptCount)
 		}
 		say("   %s %s after %d preemption(s)", aws.ToString(d.JobName), d.Status, n)
+		for _, line := range attemptLog(cf, id, 2) {
+			if strings.HasPrefix(line, "resumed at step") {
+				say("     its second attempt: %s", line)
+			}
+		}
 		if d.Status != types.ServiceJobStatusSucceeded {
 			return errors.New(aws.ToString(d.JobName) + " failed: " + aws.ToString(d.StatusReason))
 		}
@@ -240,8 +279,11 @@ func victimSaid(cf *clientFlags, id string, say func(string, ...any)) {
 }
 
 // firstLog returns the lines of a job's first attempt's stdout (GET /logs).
-func firstLog(cf *clientFlags, id string) []string {
-	req, err := signedRequest(http.MethodGet, strings.TrimRight(cf.endpoint, "/")+"/logs/"+url.PathEscape(id)+"?attempt=1", nil)
+func firstLog(cf *clientFlags, id string) []string { return attemptLog(cf, id, 1) }
+
+// attemptLog returns the lines of a job's n-th attempt's stdout (GET /logs).
+func attemptLog(cf *clientFlags, id string, n int) []string {
+	req, err := signedRequest(http.MethodGet, strings.TrimRight(cf.endpoint, "/")+"/logs/"+url.PathEscape(id)+"?attempt="+strconv.Itoa(n), nil)
 	if err != nil {
 		return nil
 	}
