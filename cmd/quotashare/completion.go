@@ -16,7 +16,7 @@ var completionFlags = map[string][]string{
 	"export":     {"--queue", "--endpoint", "--output"},
 	"shares":     {"--queue", "--endpoint", "--output"},
 	"watch":      {"--queue", "--interval", "--times", "--endpoint", "--output"},
-	"submit":     {"--queue", "--share", "--name", "--priority", "--instance-type", "--count", "--file", "--retries", "--preemption-retries", "--timeout", "--endpoint", "--output"},
+	"submit":     {"--queue", "--share", "--name", "--priority", "--instance-type", "--count", "--file", "--retries", "--preemption-retries", "--timeout", "--checkpoint", "--endpoint", "--output"},
 	"jobs":       {"--queue", "--share", "--state", "--limit", "--endpoint", "--output"},
 	"describe":   {"--endpoint", "--output"},
 	"explain":    {"--endpoint", "--output"},

@@ -131,6 +131,9 @@ func (x *Executor) exited(r *run) {
 		// The last checkpoint, a preemption's included, before the end is reported and
 		// the next attempt can start.
 		close(c.stop)
+		if strings.HasPrefix(c.Resumed, "resumed") {
+			rep.Reason += " (" + c.Resumed + ")" // kept with the attempt, for describe and explain
+		}
 		if err := x.keep(r); err != nil {
 			rep.Reason += fmt.Sprintf("; its last checkpoint was not all kept at %s: %v", c.uri, err)
 			x.cfg.Logf("quotashare: keeping the last checkpoint of attempt %s at %s: %v", r.spec.AttemptID, c.uri, err)

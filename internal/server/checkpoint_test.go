@@ -89,7 +89,10 @@ func TestCheckpointResume(t *testing.T) {
 		t.Errorf("second attempt's reason: %q", r)
 	}
 	os.WriteFile(gate, nil, 0o644)
-	waitStatus(t, c, id, types.ServiceJobStatusSucceeded)
+	d = waitStatus(t, c, id, types.ServiceJobStatusSucceeded)
+	if r := aws.ToString(d.Attempts[len(d.Attempts)-1].StatusReason); !strings.Contains(r, "(resumed from the checkpoint at s3://ckpt/jobs/victim: 1 file(s)") {
+		t.Errorf("the finished attempt does not say what it resumed from: %q", r)
+	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "attempts", id+"-*", "algo-1", "stdout.log"))
 	if len(logs) != 2 {
 		t.Fatalf("the victim's attempts' logs: %v", logs)
