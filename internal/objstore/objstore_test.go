@@ -326,13 +326,7 @@ func TestRefused(t *testing.T) {
 		if err := s.SignHTTP(ctx, aws.Credentials{AccessKeyID: "AKIDADMIN", SecretAccessKey: "admin-secret"}, req, signedHash, "s3", "us-east-1", time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return do(t, req)
 	}
 	other := sha256.Sum256([]byte("something else"))
 	if st, b := send("v3", nil, hex.EncodeToString(other[:])); st != 400 || !strings.Contains(b, "<Code>XAmzContentSHA256Mismatch</Code>") {
@@ -404,13 +398,7 @@ func TestSignedChunks(t *testing.T) {
 			t.Fatalf("chunked body of %d bytes, Content-Length %d", body.Len(), size)
 		}
 		req.Body = io.NopCloser(&body)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return do(t, req)
 	}
 	if st, b := send("good", false); st != 200 {
 		t.Fatalf("signed chunks: %d %s", st, b)
@@ -459,6 +447,18 @@ func TestCrashLeftovers(t *testing.T) {
 	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "junk") {
 		t.Errorf("a junk file: %v", err)
 	}
+}
+
+// do sends a request made by hand and returns its status and body.
+func do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func pageOf(n int64) gofakes3.ListBucketPage { return gofakes3.ListBucketPage{MaxKeys: n} }
