@@ -1,5 +1,7 @@
 package procexec
 
+// SageMaker's /opt/ml for a job: its input config, and its checkpoints.
+//
 // Checkpoints: CheckpointConfig's S3Uri put in each instance's LocalPath (under its private
 // /opt/ml) before the attempt starts, and what the job writes there kept at the S3Uri
 // every Config.CheckpointEvery and once more when the attempt is over, a preemption's
@@ -7,6 +9,7 @@ package procexec
 // start before that report, resumes from the job's last checkpoint.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -154,4 +157,51 @@ func (x *Executor) keepEvery(r *run) {
 			}
 		}
 	}
+}
+
+// writeConfig writes SageMaker's /opt/ml/input/config files in each instance's folder
+// (hyperparameters.json, resourceconfig.json, inputdataconfig.json, with the members
+// SageMaker writes) and links /opt/ml/input/data/<channel> to each channel on this host,
+// for a request shaped for SageMaker (one with HyperParameters or InputDataConfig: the
+// SageMaker SDK's driver scripts read them); a plain command pays nothing for them.
+func (x *Executor) writeConfig(r *run, req *trainingjob.Request, hosts []string) error {
+	if !x.optML || len(req.HyperParameters) == 0 && len(req.InputDataConfig) == 0 {
+		return nil
+	}
+	hps := req.HyperParameters
+	if hps == nil {
+		hps = map[string]string{}
+	}
+	channels := map[string]any{}
+	for _, c := range req.InputDataConfig {
+		channels[c.ChannelName] = map[string]string{"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+	}
+	for _, is := range r.state.Instances {
+		idir := filepath.Join(r.dir, is.Host)
+		cfgDir := filepath.Join(idir, "input", "config")
+		if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+			return err
+		}
+		resource := map[string]any{"current_host": is.Host, "current_instance_type": is.Type, "current_group_name": "homogeneousCluster",
+			"hosts": hosts, "network_interface_name": "eth0",
+			"instance_groups": []map[string]any{{"instance_group_name": "homogeneousCluster", "instance_type": is.Type, "hosts": hosts}}}
+		for name, v := range map[string]any{"hyperparameters.json": hps, "resourceconfig.json": resource, "inputdataconfig.json": channels} {
+			b, _ := json.Marshal(v)
+			if err := os.WriteFile(filepath.Join(cfgDir, name), b, 0o644); err != nil {
+				return err
+			}
+		}
+		data := filepath.Join(idir, "input", "data")
+		if err := os.MkdirAll(data, 0o755); err != nil {
+			return err
+		}
+		for _, c := range req.InputDataConfig {
+			if p := c.LocalPath(); p != "" && filepath.IsLocal(c.ChannelName) {
+				if err := os.Symlink(p, filepath.Join(data, c.ChannelName)); err != nil && !errors.Is(err, os.ErrExist) {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -129,6 +129,9 @@ func (x *Executor) launch(r *run) error {
 			return x.failLaunch(r, err)
 		}
 	}
+	if err := x.writeConfig(r, req, hosts); err != nil {
+		return x.failLaunch(r, err)
+	}
 	// On disk, and synced, before any process starts: a server that dies from here on
 	// finds the attempt at its next start, its supervisors by their command lines, and
 	// whatever of it runs by its environment.
@@ -255,8 +258,18 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 		ml = supervisor.OptML
 		env[supervisor.OptMLEnv] = "1"
 	}
+	channel := trainingjob.Channel.LocalPath
+	if x.optML {
+		// /opt/ml/input/data/<name>, linked to the channel's folder by writeConfig.
+		channel = func(c trainingjob.Channel) string {
+			if p := c.LocalPath(); p == "" || !filepath.IsLocal(c.ChannelName) {
+				return p
+			}
+			return filepath.Join(ml, "input", "data", c.ChannelName)
+		}
+	}
 	maps.Copy(env, trainingjob.Env(req, is.Host, hosts, is.Type, trainingjob.Paths{
-		Model: filepath.Join(ml, "model"), OutputData: filepath.Join(ml, "output", "data"), Channel: trainingjob.Channel.LocalPath}))
+		Model: filepath.Join(ml, "model"), OutputData: filepath.Join(ml, "output", "data"), Channel: channel}))
 	env["TRAINING_JOB_NAME"] = cmp.Or(req.TrainingJobName, r.spec.JobName, r.spec.JobID)
 	env["SM_NUM_GPUS"] = strconv.Itoa(len(is.GPUs))
 	if len(x.cfg.GPUs) > 0 {

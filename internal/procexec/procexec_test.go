@@ -127,7 +127,9 @@ func TestEnvironmentAndGPUs(t *testing.T) {
 	dir := t.TempDir()
 	x, ch := newExec(t, dir, time.Second, "0", "1", "2", "3", "4", "5", "6", "7")
 	data := t.TempDir()
-	pl := payload(t, `env | grep -E '^(SM_|CUDA_|NVIDIA_|MY_)' | sort > env.txt; echo "$SM_CURRENT_HOST" > "$SM_MODEL_DIR/whoami"`, map[string]any{
+	os.WriteFile(filepath.Join(data, "sample.txt"), []byte("x"), 0o644)
+	pl := payload(t, `env | grep -E '^(SM_|CUDA_|NVIDIA_|MY_)' | sort > env.txt; echo "$SM_CURRENT_HOST" > "$SM_MODEL_DIR/whoami"
+if [ -d /opt/ml/input/config ]; then cat /opt/ml/input/config/resourceconfig.json /opt/ml/input/config/hyperparameters.json /opt/ml/input/config/inputdataconfig.json > config.txt; ls "$SM_CHANNEL_TRAIN" > channel.txt; fi`, map[string]any{
 		"ResourceConfig":  map[string]any{"InstanceType": "ml.g5.12xlarge", "InstanceCount": 2},
 		"Environment":     map[string]string{"MY_VAR": "x"},
 		"HyperParameters": map[string]string{"epochs": "3"},
@@ -154,8 +156,23 @@ func TestEnvironmentAndGPUs(t *testing.T) {
 		if got := readFile(t, filepath.Join(dir, "a1", host, "model", "whoami")); got != host+"\n" {
 			t.Errorf("%s's model folder holds %q", host, got)
 		}
+		channel := data
+		if x.optML {
+			// SageMaker's input config, and the channel at /opt/ml/input/data.
+			channel = "/opt/ml/input/data/train"
+			cfg := readFile(t, filepath.Join(dir, "a1", host, "work", "config.txt"))
+			for _, want := range []string{`"current_host":"` + host + `"`, `"hosts":["algo-1","algo-2"]`, `"current_instance_type":"ml.g5.12xlarge"`,
+				`"network_interface_name":"eth0"`, `{"epochs":"3"}`, `{"train":{"RecordWrapperType":"None","S3DistributionType":"FullyReplicated","TrainingInputMode":"File"}}`} {
+				if !strings.Contains(cfg, want) {
+					t.Errorf("%s's /opt/ml/input/config lacks %s:\n%s", host, want, cfg)
+				}
+			}
+			if got := readFile(t, filepath.Join(dir, "a1", host, "work", "channel.txt")); got != "sample.txt\n" {
+				t.Errorf("%s's channel at /opt/ml/input/data/train lists %q", host, got)
+			}
+		}
 		for _, want := range []string{"SM_CURRENT_HOST=" + host, `SM_HOSTS=["algo-1","algo-2"]`, "SM_NUM_GPUS=4", `SM_HPS={"epochs":"3"}`,
-			"SM_HP_EPOCHS=3", "MY_VAR=x", "SM_CHANNEL_TRAIN=" + data, "SM_MODEL_DIR=" + filepath.Join(ml, "model"),
+			"SM_HP_EPOCHS=3", "MY_VAR=x", "SM_CHANNEL_TRAIN=" + channel, "SM_MODEL_DIR=" + filepath.Join(ml, "model"),
 			"SM_OUTPUT_DATA_DIR=" + filepath.Join(ml, "output", "data")} {
 			if !strings.Contains(env, want+"\n") {
 				t.Errorf("%s lacks %s:\n%s", host, want, env)
