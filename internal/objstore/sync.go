@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
@@ -94,6 +95,11 @@ func (s *Store) Upload(dir, bucket, prefix string, sent map[string]Stamp) (files
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
+	type file struct {
+		path, rel string
+		st        Stamp
+	}
+	var todo []file
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
@@ -110,24 +116,54 @@ func (s *Store) Upload(dir, bucket, prefix string, sent map[string]Stamp) (files
 		}
 		rel, _ := filepath.Rel(dir, path)
 		rel = filepath.ToSlash(rel)
-		st := Stamp{fi.Size(), fi.ModTime()}
-		if sent[rel] == st {
-			return nil
+		if st := (Stamp{fi.Size(), fi.ModTime()}); sent[rel] != st {
+			todo = append(todo, file{path, rel, st})
 		}
-		f, err := os.Open(path)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		defer f.Close()
-		if _, err := s.PutObject(bucket, prefix+rel, nil, f, -1, nil); err != nil {
-			return fmt.Errorf("s3://%s/%s%s: %w", bucket, prefix, rel, err)
-		}
-		sent[rel] = st
-		files++
-		bytes += fi.Size()
 		return nil
 	})
-	return files, bytes, err
+	if err != nil {
+		return 0, 0, err
+	}
+	// A few at a time: one file's hash and write while another's sync waits on the disk.
+	var mu sync.Mutex
+	var errs []error
+	work := make(chan file)
+	var wg sync.WaitGroup
+	for range min(uploaders, len(todo)) {
+		wg.Go(func() {
+			for f := range work {
+				err := s.uploadOne(bucket, prefix+f.rel, f.path)
+				mu.Lock()
+				switch {
+				case errors.Is(err, os.ErrNotExist): // removed since the walk
+				case err != nil:
+					errs = append(errs, fmt.Errorf("s3://%s/%s%s: %w", bucket, prefix, f.rel, err))
+				default:
+					sent[f.rel] = f.st
+					files++
+					bytes += f.st.Size
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, f := range todo {
+		work <- f
+	}
+	close(work)
+	wg.Wait()
+	return files, bytes, errors.Join(errs...)
+}
+
+// uploaders is how many files Upload sends at once.
+const uploaders = 4
+
+func (s *Store) uploadOne(bucket, key, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = s.PutObject(bucket, key, nil, f, -1, nil)
+	return err
 }
