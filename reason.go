@@ -62,6 +62,7 @@ const (
 	ExitStopped        ExitKind = "Stopped"        // stopped on the server's request
 	ExitCapacity       ExitKind = "CAPACITY"       // refused for lack of capacity (Report.Capacity)
 	ExitHostError      ExitKind = "HOST"           // the host failed the launch (Report.Capacity): no descriptors, a full or read-only disk
+	ExitClientError    ExitKind = "ClientError"    // the job's data in the object store could not be read or written (SageMaker's word)
 	// Kubernetes only.
 	ExitPodDeleted     ExitKind = "PodDeleted"                // a Pod was deleted by someone else
 	ExitEvicted        ExitKind = "Evicted"                   // the cluster deleted a Pod

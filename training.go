@@ -29,6 +29,13 @@ type TrainingRequest struct {
 	Environment     map[string]string `json:"Environment"`
 	HyperParameters map[string]string `json:"HyperParameters"`
 	InputDataConfig []TrainingChannel `json:"InputDataConfig"`
+	// OutputDataConfig is where a successful attempt's /opt/ml/model and
+	// /opt/ml/output/data go: <S3OutputPath>/<TrainingJobName>/output/model.tar.gz and
+	// output.tar.gz (CompressionType NONE: the files as they are, under model/ and data/).
+	OutputDataConfig *struct {
+		S3OutputPath    string `json:"S3OutputPath"`
+		CompressionType string `json:"CompressionType"`
+	} `json:"OutputDataConfig"`
 	// CheckpointConfig keeps what the job writes in LocalPath (default
 	// /opt/ml/checkpoints) at S3Uri while it runs and when it ends, and puts it back in
 	// LocalPath before each attempt: a preempted job resumes from it.

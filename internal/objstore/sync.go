@@ -155,6 +155,12 @@ func (s *Store) Upload(dir, bucket, prefix string, sent map[string]Stamp) (files
 	return files, bytes, errors.Join(errs...)
 }
 
+// Put writes one object from r, whose size it need not know.
+func (s *Store) Put(bucket, key string, r io.Reader) error {
+	_, err := s.PutObject(bucket, key, nil, r, -1, nil)
+	return err
+}
+
 // uploaders is how many files Upload sends at once.
 const uploaders = 4
 

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,10 +26,11 @@ import (
 	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
-// Objects is the object store the executor keeps checkpoints in.
+// Objects is the object store the executor keeps checkpoints and outputs in.
 type Objects interface {
 	Download(bucket, prefix, dir string) (files int, bytes int64, stamps map[string]objstore.Stamp, err error)
 	Upload(dir, bucket, prefix string, sent map[string]objstore.Stamp) (files int, bytes int64, err error)
+	Put(bucket, key string, r io.Reader) error
 }
 
 // checkpoints is an attempt's CheckpointConfig and what was sent of it.

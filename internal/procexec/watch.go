@@ -139,6 +139,13 @@ func (x *Executor) exited(r *run) {
 			x.cfg.Logf("quotashare: keeping the last checkpoint of attempt %s at %s: %v", r.spec.AttemptID, c.uri, err)
 		}
 	}
+	if rep.Success {
+		note, err := x.uploadOutputs(r)
+		if err != nil {
+			rep.Success, rep.Kind, rep.Reason = false, quotashare.ExitClientError, "ClientError: "+err.Error()
+		}
+		rep.Reason += note
+	}
 	x.report(rep)
 }
 

@@ -72,6 +72,16 @@ func Parse(payload string) (*Request, error) {
 			return nil, fmt.Errorf("serviceRequestPayload.CheckpointConfig.LocalPath: %q must be an absolute, clean path (default %s)", c.LocalPath, DefaultCheckpointPath)
 		}
 	}
+	if o := r.OutputDataConfig; o != nil {
+		if o.S3OutputPath != "" {
+			if _, _, err := ParseS3URI(o.S3OutputPath); err != nil {
+				return nil, fmt.Errorf("serviceRequestPayload.OutputDataConfig.S3OutputPath: %w", err)
+			}
+		}
+		if c := o.CompressionType; c != "" && c != "GZIP" && c != "NONE" {
+			return nil, fmt.Errorf("serviceRequestPayload.OutputDataConfig.CompressionType: %q must be GZIP or NONE", c)
+		}
+	}
 	for i, c := range r.InputDataConfig {
 		if s3 := c.DataSource.S3DataSource; s3 != nil && strings.HasPrefix(s3.S3Uri, "s3:") {
 			if _, _, err := ParseS3URI(s3.S3Uri); err != nil {
