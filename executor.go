@@ -61,6 +61,10 @@ type Report struct {
 	// Capacity marks an attempt that could not run for lack of capacity on the executor's
 	// side (no free GPUs): the job is requeued without using up a retry attempt.
 	Capacity bool
+	// Resumed marks a RUNNING attempt that started from a checkpoint of the job's (its
+	// CheckpointConfig's objects were there): the run time of the job's last preempted
+	// attempt is then counted as saved rather than lost.
+	Resumed bool
 }
 
 // Executor runs attempts: as processes on this host, or as Pods on a cluster. Every

@@ -22,6 +22,9 @@ type Counters struct {
 	// instance-seconds and GPU-seconds: the work a preemption may throw away (all of it
 	// without a checkpoint).
 	PreemptedRun map[ShareKey]RunCost
+	// ResumedRun is, of PreemptedRun, what the job's next attempt resumed from a
+	// checkpoint instead of running again: the rest was lost.
+	ResumedRun map[ShareKey]RunCost
 }
 
 // RunCost is an amount of run time: instance-seconds and GPU-seconds.
@@ -49,14 +52,14 @@ type EndKey struct {
 
 func newCounters() Counters {
 	return Counters{Starts: map[ShareKey]int64{}, Preemptions: map[PreemptionKey]int64{}, Ended: map[EndKey]int64{}, Retries: map[ShareKey]int64{},
-		PreemptedRun: map[ShareKey]RunCost{}}
+		PreemptedRun: map[ShareKey]RunCost{}, ResumedRun: map[ShareKey]RunCost{}}
 }
 
 // Counters returns a copy of the counters.
 func (st *State) Counters() Counters {
 	return Counters{Starts: maps.Clone(st.counters.Starts), Preemptions: maps.Clone(st.counters.Preemptions),
 		Ended: maps.Clone(st.counters.Ended), Retries: maps.Clone(st.counters.Retries), Removed: st.counters.Removed,
-		PreemptedRun: maps.Clone(st.counters.PreemptedRun)}
+		PreemptedRun: maps.Clone(st.counters.PreemptedRun), ResumedRun: maps.Clone(st.counters.ResumedRun)}
 }
 
 // AllUsage returns every queue's share usage, by queue name.

@@ -49,6 +49,9 @@ func (st *State) apply(r quotashare.Report, now time.Time) {
 				st.sayHolding(j, "RUNNING", what)
 			}
 			qs.sched.Running(j.ID, at)
+			if r.Resumed && len(j.Preempted) > 0 && !endedSince(j, j.Preempted[0].StoppedAt) {
+				st.countRun(st.counters.ResumedRun, qs, j, j.Preempted[0])
+			}
 			st.touchJob(j)
 		}
 		return
@@ -79,16 +82,7 @@ func (st *State) apply(r quotashare.Report, now time.Time) {
 		j.Attempts = append(j.Attempts, *a)
 		st.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason, now)
 	case a.Stop == quotashare.StopPreempted:
-		if !a.StartedAt.IsZero() && a.StoppedAt.After(a.StartedAt) {
-			secs := a.StoppedAt.Sub(a.StartedAt).Seconds()
-			k := ShareKey{qs.q.Name, shareLabel(j.Share)}
-			c := st.counters.PreemptedRun[k]
-			for _, d := range j.Need {
-				c.InstanceSeconds += secs * float64(d.Count)
-				c.GPUSeconds += secs * float64(d.Count*st.cfg.GPUsPerInstance(d.InstanceType))
-			}
-			st.counters.PreemptedRun[k] = c
-		}
+		st.countRun(st.counters.PreemptedRun, qs, j, *a)
 		a.StatusReason = a.StopReason
 		j.Preempted = append([]quotashare.Attempt{*a}, j.Preempted[:min(len(j.Preempted), maxPreemptedShown-1)]...)
 		j.PreemptedCount++
@@ -116,6 +110,32 @@ func (st *State) apply(r quotashare.Report, now time.Time) {
 			st.finish(qs, j, quotashare.Failed, quotashare.ReasonAttemptFailed, r.Reason+why, now)
 		}
 	}
+}
+
+// countRun adds an attempt's run time, in instance- and GPU-seconds, to the share's entry.
+func (st *State) countRun(m map[ShareKey]RunCost, qs *queueState, j *quotashare.Job, a quotashare.Attempt) {
+	if a.StartedAt.IsZero() || !a.StoppedAt.After(a.StartedAt) {
+		return
+	}
+	secs := a.StoppedAt.Sub(a.StartedAt).Seconds()
+	k := ShareKey{qs.q.Name, shareLabel(j.Share)}
+	c := m[k]
+	for _, d := range j.Need {
+		c.InstanceSeconds += secs * float64(d.Count)
+		c.GPUSeconds += secs * float64(d.Count*st.cfg.GPUsPerInstance(d.InstanceType))
+	}
+	m[k] = c
+}
+
+// endedSince says whether an attempt of the job other than a preempted one ended after t:
+// a resumed attempt then resumed from that one's work, not from the preemption's.
+func endedSince(j *quotashare.Job, t time.Time) bool {
+	for _, a := range j.Attempts {
+		if a.StoppedAt.After(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxPreemptedShown is the window of recent preempted attempts a job keeps.

@@ -41,8 +41,10 @@ type checkpoints struct {
 	stop           chan struct{}
 	mu             sync.Mutex                           // one upload at a time
 	sent           map[string]map[string]objstore.Stamp // by host
-	// Resumed says what the attempt started from, for its log and its report.
+	// Resumed says what the attempt started from, for its log and its report; files is
+	// how many files it found.
 	Resumed string
+	files   int
 }
 
 // checkpointRule is Check's rule for CheckpointConfig: an object store to keep them in,
@@ -104,6 +106,7 @@ func (x *Executor) stage(r *run) error {
 			}
 		}
 	}
+	c.files = files
 	if files > 0 {
 		c.Resumed = fmt.Sprintf("resumed from the checkpoint at %s: %d file(s), %d bytes", c.uri, files, bytes)
 	} else {

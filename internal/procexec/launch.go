@@ -67,7 +67,7 @@ func (x *Executor) Start(spec quotashare.AttemptSpec) error {
 	}
 	running := quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptRunning}
 	if r.ckpt != nil {
-		running.Reason = r.ckpt.Resumed
+		running.Reason, running.Resumed = r.ckpt.Resumed, r.ckpt.files > 0
 	}
 	x.report(running)
 	return nil

@@ -93,6 +93,14 @@ func TestCheckpointResume(t *testing.T) {
 	if r := aws.ToString(d.Attempts[len(d.Attempts)-1].StatusReason); !strings.Contains(r, "(resumed from the checkpoint at s3://ckpt/jobs/victim: 1 file(s)") {
 		t.Errorf("the finished attempt does not say what it resumed from: %q", r)
 	}
+	// The preempted attempt's run time counts as saved: the next attempt resumed from it
+	// (ml.g5.xlarge has one GPU).
+	metric := scrape(t, s.URL)
+	lostGPU, ok1 := metric("quotashare_preempted_gpu_seconds_total", "queue", "q", "share", "a")
+	savedGPU, ok2 := metric("quotashare_resumed_gpu_seconds_total", "queue", "q", "share", "a")
+	if !ok1 || !ok2 || savedGPU <= 0 || savedGPU != lostGPU {
+		t.Errorf("preempted %v GPU-seconds (%v), resumed %v (%v): want all of them resumed", lostGPU, ok1, savedGPU, ok2)
+	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "attempts", id+"-*", "algo-1", "stdout.log"))
 	if len(logs) != 2 {
 		t.Fatalf("the victim's attempts' logs: %v", logs)

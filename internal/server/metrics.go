@@ -159,11 +159,12 @@ var (
 	descLent      = prometheus.NewDesc("quotashare_share_lent_instances", "Instances borrowers hold of a lending share's idle capacity (lending is one pool: attributed to the lenders with the most idle first).", []string{"queue", "share", "instance_type"}, nil)
 	descJobs      = prometheus.NewDesc("quotashare_share_jobs", "A share's jobs by status (the finished ones still retained).", []string{"queue", "share", "status"}, nil)
 	descLostGPU   = prometheus.NewDesc("quotashare_preempted_gpu_seconds_total", "How long preempted attempts had run, in GPU-seconds, by victim share.", []string{"queue", "share"}, nil)
+	descSavedGPU  = prometheus.NewDesc("quotashare_resumed_gpu_seconds_total", "Of quotashare_preempted_gpu_seconds_total, what the job's next attempt resumed from a checkpoint instead of running again; the rest was lost.", []string{"queue", "share"}, nil)
 )
 
 func (stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLimit, descInUse, descBorrowed, descIdle, descStopping, descWaiting, descActive,
-		descStarts, descPreempted, descEnded, descRetries, descPasses, descRemoved, descRetained, descLostInst, descLostGPU, descJobs, descLent} {
+		descStarts, descPreempted, descEnded, descRetries, descPasses, descRemoved, descRetained, descLostInst, descLostGPU, descSavedGPU, descJobs, descLent} {
 		ch <- d
 	}
 }
@@ -218,6 +219,9 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range m.Counters.PreemptedRun {
 		ch <- prometheus.MustNewConstMetric(descLostInst, prometheus.CounterValue, v.InstanceSeconds, k.Queue, k.Share)
 		ch <- prometheus.MustNewConstMetric(descLostGPU, prometheus.CounterValue, v.GPUSeconds, k.Queue, k.Share)
+	}
+	for k, v := range m.Counters.ResumedRun {
+		ch <- prometheus.MustNewConstMetric(descSavedGPU, prometheus.CounterValue, v.GPUSeconds, k.Queue, k.Share)
 	}
 	gauge(descRetained, m.Retained)
 }
