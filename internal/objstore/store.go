@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
+	"github.com/quotashare/quotashare/internal/syncfile"
 )
 
 // Store keeps buckets in a folder: <dir>/<bucket>/bucket.json, its objects in
@@ -274,16 +275,6 @@ func readTrailer(f *os.File) (*entry, int64, error) {
 	return e, fi.Size(), nil
 }
 
-// syncDir makes a rename or a removal in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // keptMeta keeps of a request's headers what S3 gives back with the object: its content
 // headers and user metadata, not the request's signing and checksum headers.
 func keptMeta(meta map[string]string) map[string]string {
@@ -324,37 +315,17 @@ func (s *Store) CreateBucket(name string) error {
 	}
 	b := &bucket{Created: s.now().UTC().Truncate(time.Millisecond), objects: map[string]*entry{}}
 	data, _ := json.Marshal(b)
-	tmp := filepath.Join(dir, ".bucket.json.tmp")
-	if err := writeSynced(tmp, data); err != nil {
+	if err := syncfile.Replace(filepath.Join(dir, "bucket.json"), data, 0o600); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, "bucket.json")); err != nil {
+	if err := syncfile.Dir(dir); err != nil {
 		return err
 	}
-	if err := syncDir(dir); err != nil {
-		return err
-	}
-	if err := syncDir(s.dir); err != nil {
+	if err := syncfile.Dir(s.dir); err != nil {
 		return err
 	}
 	s.buckets[name] = b
 	return nil
-}
-
-func writeSynced(path string, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // BucketExists says whether the bucket exists.
@@ -583,7 +554,7 @@ func (s *Store) install(bucketName, tmp string, e *entry, conditions *gofakes3.P
 		os.Remove(tmp)
 		return err
 	}
-	if err := syncDir(filepath.Dir(tmp)); err != nil {
+	if err := syncfile.Dir(filepath.Dir(tmp)); err != nil {
 		return err
 	}
 	if b.objects[e.Key] == nil {
@@ -612,7 +583,7 @@ func (s *Store) deleteLocked(bucketName, key string) error {
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err := syncDir(filepath.Dir(p)); err != nil {
+	if err := syncfile.Dir(filepath.Dir(p)); err != nil {
 		return err
 	}
 	delete(b.objects, key)
@@ -666,7 +637,7 @@ func (s *Store) CreateMultipartUpload(bucketName, key string, meta map[string]st
 		return "", err
 	}
 	data, _ := json.Marshal(u)
-	if err := writeSynced(filepath.Join(dir, "upload.json"), data); err != nil {
+	if err := syncfile.Replace(filepath.Join(dir, "upload.json"), data, 0o600); err != nil {
 		return "", err
 	}
 	s.uploads[u.id] = u

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/quotashare/quotashare/internal/syncfile"
 )
 
 // The launch journal: one line per launched attempt, its state as it was before the
@@ -140,7 +142,7 @@ func (j *journal) forget(ids ...string) error {
 		}
 		buf.Write(append(b, '\n'))
 	}
-	if err := writeSynced(j.path, buf.Bytes()); err != nil {
+	if err := syncfile.Replace(j.path, buf.Bytes(), 0o600); err != nil {
 		return err
 	}
 	j.f.Close() // the file before the rewrite: appending to it would go nowhere

@@ -35,14 +35,15 @@ func (x *Executor) uploadOutputs(r *run) (note string, err error) {
 	}
 	bucket, prefix, _ := trainingjob.ParseS3URI(o.S3OutputPath) // checked at submit
 	base := path.Join(prefix, cmp.Or(req.TrainingJobName, r.spec.JobName, r.spec.JobID), "output")
-	for _, out := range []struct{ dir, name string }{{"model", "model"}, {filepath.Join("output", "data"), "output"}} {
+	// Each folder, its archive's name and, uncompressed, its folder's in the store.
+	for _, out := range []struct{ dir, name, files string }{{"model", "model", "model"}, {filepath.Join("output", "data"), "output", "data"}} {
 		var dirs []string
 		for _, is := range r.state.Instances {
 			dirs = append(dirs, filepath.Join(r.dir, is.Host, out.dir))
 		}
 		var uri string
 		if o.CompressionType == "NONE" {
-			key := path.Join(base, map[string]string{"model": "model", "output": "data"}[out.name])
+			key := path.Join(base, out.files)
 			uri = "s3://" + bucket + "/" + key + "/"
 			sent := map[string]objstore.Stamp{}
 			for _, d := range dirs {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/syncfile"
 )
 
 // The users of the shares' jobs (Config.JobUsers): one user id per share, from the
@@ -63,7 +64,7 @@ func (x *Executor) userFor(queue, share string) (uint32, error) {
 	next[key] = uid
 	b, _ := json.MarshalIndent(next, "", "  ")
 	path := filepath.Join(x.cfg.Dir, usersName)
-	if err := writeSynced(path, append(b, '\n')); err != nil {
+	if err := syncfile.Replace(path, append(b, '\n'), 0o600); err != nil {
 		return 0, fmt.Errorf("recording the user of share %s: %w", key, err)
 	}
 	x.users = next
@@ -71,30 +72,6 @@ func (x *Executor) userFor(queue, share string) (uint32, error) {
 		x.cfg.Logf("quotashare: the jobs of share %s run as user id %d", key, uid)
 	}
 	return uid, nil
-}
-
-// writeSynced replaces path with data (mode 0600), durably: written and synced beside it,
-// then renamed over it. A failure leaves the old file as it was.
-func writeSynced(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }
 
 // CheckShare is Check, and where the share's jobs run as a user of their own, that this
