@@ -57,8 +57,11 @@ func (x *Executor) capLogs(r *run, is *instanceState) {
 }
 
 // cutMiddle shrinks the file to about max bytes: its first quarter stays, then a line
-// saying that output was cut, then its last half. Bytes the job appends while the cut
-// is made may be lost.
+// saying that output was cut, then its last half. The job goes on appending meanwhile
+// (O_APPEND, at whatever the end is): what it appended while the tail was moved is moved
+// after it, until the file stops growing, and only then is it truncated. Bytes appended
+// in the instant between that last look and the truncation are lost; a cap the
+// supervisor enforces on the output it writes itself would lose none (issue #43).
 func cutMiddle(path string, max int64) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -81,5 +84,24 @@ func cutMiddle(path string, max int64) error {
 	if _, err := f.WriteAt(append([]byte(mark), tail...), head); err != nil {
 		return err
 	}
-	return f.Truncate(head + int64(len(mark)) + keep)
+	end := head + int64(len(mark)) + keep // where the moved bytes end
+	for range 100 {
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if fi.Size() <= size {
+			break
+		}
+		more := make([]byte, fi.Size()-size)
+		n, err := f.ReadAt(more, size)
+		if err != nil && err != io.EOF {
+			return err
+		}
+		if _, err := f.WriteAt(more[:n], end); err != nil {
+			return err
+		}
+		size, end = size+int64(n), end+int64(n)
+	}
+	return f.Truncate(end)
 }
