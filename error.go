@@ -58,3 +58,68 @@ func KindOf(err error) ErrorKind {
 	}
 	return Internal
 }
+
+// Field is what a FieldError is about, in the scheduler's own terms. The core
+// (internal/sched) knows no wire names; the API renders each as its field path
+// (internal/batchapi: schedulingPriority, capacityLimits[0].maxCapacity, ...).
+type Field int
+
+// The fields the core checks.
+const (
+	FieldJobID                    Field = iota + 1 // a job's id
+	FieldPriority                                  // a job's priority
+	FieldNeed                                      // what a job needs: Index and Part say which demand and what of it
+	FieldLimits                                    // a share's or environment's capacity limits: Index and Part as FieldNeed's
+	FieldShare                                     // the share a job names, or a share's own name
+	FieldStrategy                                  // a share's sharing strategy
+	FieldBorrowLimit                               // a share's borrow limit
+	FieldMinRunTime                                // a share's minimum run time
+	FieldMinRunTimeAgainstReclaim                  // whether it also protects against reclaims
+)
+
+var fieldNames = map[Field]string{FieldJobID: "job id", FieldPriority: "priority", FieldNeed: "need", FieldLimits: "limits",
+	FieldShare: "share", FieldStrategy: "strategy", FieldBorrowLimit: "borrow limit", FieldMinRunTime: "minimum run time",
+	FieldMinRunTimeAgainstReclaim: "minimum run time against reclaims"}
+
+func (f Field) String() string { return fieldNames[f] }
+
+// Part is what of one demand (an instance type and a count) a FieldError is about.
+type Part int
+
+// The parts of a demand.
+const (
+	PartNone  Part = iota // the field as a whole
+	PartType              // the instance type
+	PartCount             // the count
+)
+
+// FieldError is bad input the core refuses: the field, which element of a list (Index,
+// with Part; -1 for the field as a whole), and the rule it breaks (Msg, which names no
+// field). Its kind is Invalid.
+type FieldError struct {
+	Field Field
+	Index int
+	Part  Part
+	Msg   string
+}
+
+// FieldErrorf returns a *FieldError about the field as a whole.
+func FieldErrorf(f Field, format string, args ...any) error {
+	return &FieldError{Field: f, Index: -1, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Error is the core's own rendering: "priority: 10000 must be from 0 to 9999",
+// "limits[0].count: -1 must be positive".
+func (e *FieldError) Error() string {
+	s := e.Field.String()
+	if e.Index >= 0 {
+		s += fmt.Sprintf("[%d]", e.Index)
+	}
+	switch e.Part {
+	case PartType:
+		s += ".type"
+	case PartCount:
+		s += ".count"
+	}
+	return s + ": " + e.Msg
+}

@@ -35,7 +35,7 @@ const (
 	// AttemptExited: every process of the attempt is gone.
 	AttemptExited
 	// AttemptStarting: the attempt is launched but not every process runs yet (a Pod
-	// waits for a node or pulls its image); Reason says what it waits for. A later
+	// waits for a node or pulls its image); Detail says what it waits for. A later
 	// Starting report with another reason replaces it.
 	AttemptStarting
 )
@@ -49,11 +49,16 @@ type Report struct {
 	Success bool
 	// ExitCode is the first non-zero exit code, if a process exited with one.
 	ExitCode *int
-	// Reason is the statusReason text: what happened, with the exit code and the last
-	// lines of output.
-	Reason string
-	// Kind says how the attempt ended (AttemptExited only); Reason begins with it.
+	// Kind says how the attempt ended (AttemptExited only).
 	Kind ExitKind
+	// Cause is the finer code of a host's or capacity failure (Kind HOST or CAPACITY):
+	// LAUNCH_FAILED, FENCED, DISK_FULL, INSUFFICIENT_INSTANCE_CAPACITY.
+	Cause string
+	// Detail is what happened, in the executor's words and without the kind: the exit
+	// codes and the last lines of output, a Pod's status. For a RUNNING or STARTING
+	// report, how the attempt starts (what it waits for, the checkpoint it resumed from).
+	// Reason renders the sentence of the two.
+	Detail string
 	// Signalled: the attempt was still running when the executor sent it SIGTERM for a
 	// Stop or a timeout. An attempt that had finished on its own before the signal is not
 	// signalled, whatever the server asked meanwhile.
@@ -65,6 +70,21 @@ type Report struct {
 	// CheckpointConfig's objects were there): the run time of the job's last preempted
 	// attempt is then counted as saved rather than lost.
 	Resumed bool
+}
+
+// Reason is the report's statusReason, rendered from its kind, cause and detail in this
+// one place: "AlgorithmError: algo-1 exit code 1 ...", "HOST:DISK_FULL - ...", or the
+// detail alone for a report without a kind (RUNNING, STARTING).
+func (r Report) Reason() string {
+	switch {
+	case r.Kind == "":
+		return r.Detail
+	case r.Cause != "":
+		return string(r.Kind) + ":" + r.Cause + " - " + r.Detail
+	case r.Detail == "":
+		return string(r.Kind)
+	}
+	return string(r.Kind) + ": " + r.Detail
 }
 
 // Executor runs attempts: as processes on this host, or as Pods on a cluster. Every

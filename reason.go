@@ -49,8 +49,8 @@ const (
 )
 
 // ExitKind says how an attempt ended, in the executor's word: the first word of its
-// statusReason, and what evaluateOnExit's onReason patterns match. Executors set it on
-// every AttemptExited report.
+// statusReason (Report.Reason), and what evaluateOnExit's onReason patterns match.
+// Executors set it on every AttemptExited report.
 type ExitKind string
 
 // The exit kinds the executors report.
@@ -69,6 +69,15 @@ const (
 	ExitUnschedulable  ExitKind = "Unschedulable"             // no node took the Pods in time
 	ExitCannotPull     ExitKind = "CannotPullContainerError"  // the image could not be pulled
 	ExitCannotStartCtr ExitKind = "CannotStartContainerError" // the container could not be created
+)
+
+// The causes of a host's or capacity failure (Report.Cause): with the kind, the code at
+// the head of its statusReason ("CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - ...").
+const (
+	CauseInsufficientCapacity = "INSUFFICIENT_INSTANCE_CAPACITY" // CAPACITY: no free GPUs, or the cluster refused room
+	CauseLaunchFailed         = "LAUNCH_FAILED"                  // HOST: the host could not launch the attempt
+	CauseFenced               = "FENCED"                         // HOST: the launching replica lost its lease
+	CauseDiskFull             = "DISK_FULL"                      // HOST: the exit status could not be written
 )
 
 // The codes of a waiting job, which the scheduler gives (internal/sched): every RUNNABLE

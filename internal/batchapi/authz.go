@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/control"
 )
 
 // Role is what a principal may do.
@@ -102,9 +102,7 @@ func principalOf(ctx context.Context) *Principal {
 // AccessDeniedException, naming the principal and what it lacks. Reads of logs and
 // metrics need only a known principal (Require checks that). References are read as the
 // handler reads them (arns).
-func Authorize(e interface {
-	Job(ref string) (quotashare.Job, error)
-}, arns ARNs, h http.Handler) http.Handler {
+func Authorize(e control.Viewer, arns ARNs, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := principalOf(r.Context())
 		if p == nil || p.Role == RoleAdmin {
@@ -128,22 +126,21 @@ func Authorize(e interface {
 			deny(w, fmt.Sprintf("principal %s (%s) may not call %s", p.Name, p.Role, op))
 			return
 		}
-		body, err := io.ReadAll(r.Body)
+		r, data, err := body(w, r)
 		if err != nil {
-			writeError(w, quotashare.Errorf(quotashare.Invalid, "request body: %v", err))
+			writeError(w, err)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		var in struct {
 			JobQueue       string `json:"jobQueue"`
 			QuotaShareName string `json:"quotaShareName"`
 			JobID          string `json:"jobId"`
 		}
-		json.Unmarshal(body, &in)           // a malformed body is the operation's to refuse
+		json.Unmarshal(data, &in)           // a malformed body is the operation's to refuse
 		queue, _ := arns.queue(in.JobQueue) // a bad reference is the operation's to refuse
 		share := in.QuotaShareName
 		if op != "submitservicejob" {
-			j, err := e.Job(jobID(in.JobID))
+			j, err := control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(jobID(in.JobID)) })
 			if err != nil {
 				h.ServeHTTP(w, r) // the operation says it does not exist
 				return

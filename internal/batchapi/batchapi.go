@@ -6,6 +6,7 @@
 package batchapi
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -28,42 +29,13 @@ import (
 // 10 KiB payload may grow when escaped inside a JSON string.
 const MaxBody = 64 * 1024
 
-// Engine is what the API needs of the server's state: the commands and queries of
-// internal/control, run by internal/dispatch. Resources are named by name, jobs by id.
+// Engine is what the API needs of the server's state: internal/dispatch's runner, through
+// which each handler calls internal/control's commands (Update) and queries (View)
+// itself, and Submit, which asks the executor before it takes the lock. Resources are
+// named by name, jobs by id.
 type Engine interface {
-	CreatePolicy(in control.PolicyInput) (quotashare.SchedulingPolicy, error)
-	UpdatePolicy(name string, quota, fair bool, idle string) error
-	DescribePolicies(names []string) []quotashare.SchedulingPolicy
-	PolicyNames() []string
-	DeletePolicy(name string) error
-
-	CreateEnvironment(in control.EnvironmentInput) (quotashare.Environment, error)
-	UpdateEnvironment(name string, disabled *bool, limits []quotashare.Demand) (quotashare.Environment, error)
-	DescribeEnvironments(names []string) ([]quotashare.Environment, error)
-	DeleteEnvironment(name string) error
-
-	CreateQueue(in control.QueueInput) (quotashare.Queue, error)
-	UpdateQueue(name string, in control.QueueInput) (quotashare.Queue, error)
-	DescribeQueues(names []string) ([]quotashare.Queue, error)
-	DeleteQueue(name string) error
-
-	CreateShare(in control.ShareInput) (quotashare.QuotaShare, error)
-	UpdateShare(r control.ShareRef, in control.ShareInput) (quotashare.QuotaShare, error)
-	DescribeShare(r control.ShareRef) (quotashare.QuotaShare, error)
-	ListShares(queue string) ([]quotashare.QuotaShare, error)
-	DeleteShare(r control.ShareRef) error
-
+	control.Updater
 	Submit(in control.JobInput) (quotashare.Job, error)
-	Job(id string) (quotashare.Job, error)
-	ListJobs(f control.ListFilter, from int64, max int) ([]quotashare.Job, int64, error)
-	SetPriority(id string, priority int) (quotashare.Job, error)
-	Terminate(id, reason string) error
-	Snapshot(queue string) (control.Snapshot, error)
-	Preview(queue string, changes []control.PreviewChange) (control.Preview, error)
-
-	Tags(r control.Resource) (map[string]string, error)
-	Tag(r control.Resource, tags map[string]string) error
-	Untag(r control.Resource, keys []string) error
 }
 
 // Handler serves the API from an engine.
@@ -89,8 +61,33 @@ func New(e Engine, arns ARNs) *Handler {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-amzn-RequestId", requestID())
-	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 	h.mux.ServeHTTP(w, r)
+}
+
+// bodyKey carries a request's body once it is read (body).
+type bodyKey struct{}
+
+type readBody struct {
+	data []byte
+	err  error
+}
+
+// body reads a request's body once, whoever asks first (the signature check, Authorize or
+// the operation), at most MaxBody bytes, and returns the request carrying it for those
+// after: one reading serves all three.
+func body(w http.ResponseWriter, r *http.Request) (*http.Request, []byte, error) {
+	if b, ok := r.Context().Value(bodyKey{}).(*readBody); ok {
+		return r, b.data, b.err
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		err = quotashare.Errorf(quotashare.Invalid, "request body: larger than the %d bytes allowed", MaxBody)
+	case err != nil:
+		err = quotashare.Errorf(quotashare.Invalid, "request body: %v", err)
+	}
+	return r.WithContext(context.WithValue(r.Context(), bodyKey{}, &readBody{data, err})), data, err
 }
 
 func requestID() string {
@@ -103,18 +100,13 @@ func requestID() string {
 func op[In any](fn func(in *In) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		in := new(In)
-		body, err := io.ReadAll(r.Body)
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, quotashare.Errorf(quotashare.Invalid, "request body: larger than the %d bytes allowed", MaxBody))
-			return
-		}
+		_, data, err := body(w, r)
 		if err != nil {
-			writeError(w, quotashare.Errorf(quotashare.Invalid, "request body: %v", err))
+			writeError(w, err)
 			return
 		}
-		if len(strings.TrimSpace(string(body))) > 0 {
-			if err := json.Unmarshal(body, in); err != nil {
+		if len(strings.TrimSpace(string(data))) > 0 {
+			if err := json.Unmarshal(data, in); err != nil {
 				writeError(w, quotashare.Errorf(quotashare.Invalid, "request body: %s", jsonError(err)))
 				return
 			}
@@ -172,7 +164,49 @@ func writeError(w http.ResponseWriter, err error) {
 		typ, code = "ServerException", http.StatusInternalServerError
 	}
 	w.Header().Set("X-Amzn-ErrorType", typ)
-	writeJSON(w, code, map[string]string{"__type": typ, "message": err.Error()})
+	writeJSON(w, code, map[string]string{"__type": typ, "message": message(err)})
+}
+
+// fieldPaths are the API's names of the core's fields (quotashare.FieldError).
+var fieldPaths = map[quotashare.Field]string{
+	quotashare.FieldJobID:                    "jobId",
+	quotashare.FieldPriority:                 "schedulingPriority",
+	quotashare.FieldNeed:                     "resourceConfig",
+	quotashare.FieldLimits:                   "capacityLimits",
+	quotashare.FieldShare:                    "quotaShareName",
+	quotashare.FieldStrategy:                 "resourceSharingConfiguration.strategy",
+	quotashare.FieldBorrowLimit:              "resourceSharingConfiguration.borrowLimit",
+	quotashare.FieldMinRunTime:               "quotashareMinRunTime.seconds",
+	quotashare.FieldMinRunTimeAgainstReclaim: "quotashareMinRunTime.againstReclaim",
+}
+
+// fieldPath is a core field's path in the API's request: capacityLimits[0].maxCapacity.
+func fieldPath(e *quotashare.FieldError) string {
+	p := fieldPaths[e.Field]
+	if p == "" {
+		p = e.Field.String()
+	}
+	if e.Index >= 0 {
+		p += fmt.Sprintf("[%d]", e.Index)
+	}
+	switch e.Part {
+	case quotashare.PartType:
+		p += ".capacityUnit"
+	case quotashare.PartCount:
+		p += ".maxCapacity"
+	}
+	return p
+}
+
+// message is an error's text for the API's answer: a field the core named in its own
+// terms is named by its path in the request.
+func message(err error) string {
+	msg := err.Error()
+	var fe *quotashare.FieldError
+	if errors.As(err, &fe) {
+		msg = strings.Replace(msg, fe.Error(), fieldPath(fe)+": "+fe.Msg, 1)
+	}
+	return msg
 }
 
 var empty = struct{}{}
@@ -311,7 +345,7 @@ func (h *Handler) tags(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodGet:
-		tags, err := h.e.Tags(res)
+		tags, err := control.Get(h.e, func(st *control.State) (map[string]string, error) { return st.Tags(res) })
 		if err != nil {
 			writeError(w, notFound(err))
 			return
@@ -321,9 +355,11 @@ func (h *Handler) tags(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, tagsIO{Tags: tags})
 	case http.MethodPost:
-		op(func(in *tagsIO) (any, error) { return empty, notFound(h.e.Tag(res, in.Tags)) })(w, r)
+		op(func(in *tagsIO) (any, error) {
+			return empty, notFound(h.e.Update(func(st *control.State) error { return st.Tag(res, in.Tags) }))
+		})(w, r)
 	case http.MethodDelete:
-		if err := notFound(h.e.Untag(res, r.URL.Query()["tagKeys"])); err != nil {
+		if err := notFound(h.e.Update(func(st *control.State) error { return st.Untag(res, r.URL.Query()["tagKeys"]) })); err != nil {
 			writeError(w, err)
 			return
 		}

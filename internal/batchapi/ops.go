@@ -18,7 +18,7 @@ func (h *Handler) createPolicy(in *createPolicyIn) (any, error) {
 	if in.QuotaSharePolicy != nil {
 		pin.IdleStrategy = in.QuotaSharePolicy.IdleResourceAssignmentStrategy
 	}
-	p, err := h.e.CreatePolicy(pin)
+	p, err := control.Do(h.e, func(st *control.State) (quotashare.SchedulingPolicy, error) { return st.CreatePolicy(pin) })
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +34,9 @@ func (h *Handler) updatePolicy(in *updatePolicyIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return empty, h.e.UpdatePolicy(name, in.QuotaSharePolicy != nil, in.FairsharePolicy != nil, idle)
+	return empty, h.e.Update(func(st *control.State) error {
+		return st.UpdatePolicy(name, in.QuotaSharePolicy != nil, in.FairsharePolicy != nil, idle)
+	})
 }
 
 func (h *Handler) describePolicies(in *arnsIn) (any, error) {
@@ -48,8 +50,10 @@ func (h *Handler) describePolicies(in *arnsIn) (any, error) {
 			names = append(names, n)
 		}
 	}
+	var ps []quotashare.SchedulingPolicy
+	h.e.View(func(st *control.State) error { ps = st.DescribePolicies(names); return nil })
 	out := []policyOut{}
-	for _, p := range h.e.DescribePolicies(names) {
+	for _, p := range ps {
 		out = append(out, policyOut{ARN: h.arns.Policy(p.Name), Name: p.Name, QuotaSharePolicy: &quotaSharePolicy{p.IdleStrategy}, Tags: p.Tags})
 	}
 	return map[string]any{"schedulingPolicies": out}, nil
@@ -60,7 +64,8 @@ func (h *Handler) listPolicies(in *pageIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := h.e.PolicyNames()
+	var names []string
+	h.e.View(func(st *control.State) error { names = st.PolicyNames(); return nil })
 	lo, hi, next := window(len(names), off, size)
 	out := []map[string]string{}
 	for _, n := range names[lo:hi] {
@@ -74,7 +79,7 @@ func (h *Handler) deletePolicy(in *arnIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return empty, h.e.DeletePolicy(name)
+	return empty, h.e.Update(func(st *control.State) error { return st.DeletePolicy(name) })
 }
 
 // ---- service environments ----
@@ -88,8 +93,10 @@ func (h *Handler) createEnv(in *envIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := h.e.CreateEnvironment(control.EnvironmentInput{Name: in.ServiceEnvironmentName, Type: in.ServiceEnvironmentType,
-		Disabled: disabled, Limits: limits, Tags: in.Tags})
+	v, err := control.Do(h.e, func(st *control.State) (quotashare.Environment, error) {
+		return st.CreateEnvironment(control.EnvironmentInput{Name: in.ServiceEnvironmentName, Type: in.ServiceEnvironmentType,
+			Disabled: disabled, Limits: limits, Tags: in.Tags})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +116,9 @@ func (h *Handler) updateEnv(in *envUpdateIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := h.e.UpdateEnvironment(name, disabled, limits)
+	v, err := control.Do(h.e, func(st *control.State) (quotashare.Environment, error) {
+		return st.UpdateEnvironment(name, disabled, limits)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +134,7 @@ func (h *Handler) describeEnvs(in *envsIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	envs, err := h.e.DescribeEnvironments(names)
+	envs, err := control.Get(h.e, func(st *control.State) ([]quotashare.Environment, error) { return st.DescribeEnvironments(names), nil })
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +156,7 @@ func (h *Handler) deleteEnv(in *envRefIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return empty, h.e.DeleteEnvironment(name)
+	return empty, h.e.Update(func(st *control.State) error { return st.DeleteEnvironment(name) })
 }
 
 // ---- job queues ----
@@ -192,7 +201,7 @@ func (h *Handler) createQueue(in *queueIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := h.e.CreateQueue(qin)
+	q, err := control.Do(h.e, func(st *control.State) (quotashare.Queue, error) { return st.CreateQueue(qin) })
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +217,7 @@ func (h *Handler) updateQueue(in *queueIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := h.e.UpdateQueue(name, qin)
+	q, err := control.Do(h.e, func(st *control.State) (quotashare.Queue, error) { return st.UpdateQueue(name, qin) })
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +236,7 @@ func (h *Handler) describeQueues(in *queuesIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	qs, err := h.e.DescribeQueues(names)
+	qs, err := control.Get(h.e, func(st *control.State) ([]quotashare.Queue, error) { return st.DescribeQueues(names), nil })
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +267,7 @@ func (h *Handler) deleteQueue(in *queueRefIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return empty, h.e.DeleteQueue(name)
+	return empty, h.e.Update(func(st *control.State) error { return st.DeleteQueue(name) })
 }
 
 // ---- quota shares ----
@@ -333,7 +342,7 @@ func (h *Handler) createShare(in *shareIn) (any, error) {
 	if sin.InSharePreemption == nil {
 		return nil, quotashare.Errorf(quotashare.Invalid, "preemptionConfiguration.inSharePreemption: is required (ENABLED or DISABLED)")
 	}
-	s, err := h.e.CreateShare(sin)
+	s, err := control.Do(h.e, func(st *control.State) (quotashare.QuotaShare, error) { return st.CreateShare(sin) })
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +358,7 @@ func (h *Handler) updateShare(in *shareIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := h.e.UpdateShare(ref, sin)
+	s, err := control.Do(h.e, func(st *control.State) (quotashare.QuotaShare, error) { return st.UpdateShare(ref, sin) })
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +370,7 @@ func (h *Handler) describeShare(in *shareIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := h.e.DescribeShare(ref)
+	s, err := control.Get(h.e, func(st *control.State) (quotashare.QuotaShare, error) { return st.DescribeShare(ref) })
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +386,7 @@ func (h *Handler) listShares(in *listSharesIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	shares, err := h.e.ListShares(queue)
+	shares, err := control.Get(h.e, func(st *control.State) ([]quotashare.QuotaShare, error) { return st.ListShares(queue) })
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +403,7 @@ func (h *Handler) deleteShare(in *shareIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return empty, h.e.DeleteShare(ref)
+	return empty, h.e.Update(func(st *control.State) error { return st.DeleteShare(ref) })
 }
 
 // ---- service jobs ----
@@ -532,7 +541,7 @@ func (h *Handler) jobOutOf(j quotashare.Job, full bool) jobOut {
 }
 
 func (h *Handler) describeJob(in *jobIDIn) (any, error) {
-	j, err := h.e.Job(jobID(in.JobId))
+	j, err := control.Get(h.e, func(st *control.State) (quotashare.Job, error) { return st.Job(jobID(in.JobId)) })
 	if err != nil {
 		return nil, err
 	}
@@ -563,7 +572,12 @@ func (h *Handler) listJobs(in *listJobsIn) (any, error) {
 	default:
 		return nil, quotashare.Errorf(quotashare.Invalid, "filters: only one filter can be used at a time; got %d", len(in.Filters))
 	}
-	jobs, next, err := h.e.ListJobs(f, from, size)
+	var jobs []quotashare.Job
+	var next int64
+	err = h.e.View(func(st *control.State) (err error) {
+		jobs, next, err = st.ListJobs(f, from, size)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -578,7 +592,9 @@ func (h *Handler) updateJob(in *jobIDIn) (any, error) {
 	if in.SchedulingPriority == nil {
 		return nil, quotashare.Errorf(quotashare.Invalid, "schedulingPriority: is required")
 	}
-	j, err := h.e.SetPriority(jobID(in.JobId), int(*in.SchedulingPriority))
+	j, err := control.Do(h.e, func(st *control.State) (quotashare.Job, error) {
+		return st.SetPriority(jobID(in.JobId), int(*in.SchedulingPriority))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -586,7 +602,7 @@ func (h *Handler) updateJob(in *jobIDIn) (any, error) {
 }
 
 func (h *Handler) terminateJob(in *jobIDIn) (any, error) {
-	return empty, h.e.Terminate(jobID(in.JobId), in.Reason)
+	return empty, h.e.Update(func(st *control.State) error { return st.Terminate(jobID(in.JobId), in.Reason) })
 }
 
 func (h *Handler) snapshot(in *queueRefIn) (any, error) {
@@ -594,7 +610,7 @@ func (h *Handler) snapshot(in *queueRefIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := h.e.Snapshot(queue)
+	s, err := control.Get(h.e, func(st *control.State) (control.Snapshot, error) { return st.Snapshot(queue) })
 	if err != nil {
 		return nil, err
 	}

@@ -70,7 +70,7 @@ func (h *Handler) preview(in *previewIn) (any, error) {
 			return nil, quotashare.Errorf(quotashare.Invalid, "changes[%d]: give capacityLimits or quotaShare", i)
 		}
 	}
-	p, err := h.e.Preview(queue, changes)
+	p, err := control.Get(h.e, func(st *control.State) (control.Preview, error) { return st.Preview(queue, changes) })
 	if err != nil {
 		return nil, err
 	}

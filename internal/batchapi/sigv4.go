@@ -18,8 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/quotashare/quotashare"
 )
 
 // Verifier checks AWS Signature Version 4 on requests. It builds the canonical request
@@ -301,19 +299,18 @@ func Require(v *Verifier, h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+		r, data, err := body(w, r)
 		if err != nil {
-			writeError(w, quotashare.Errorf(quotashare.Invalid, "request body: %v", err))
+			writeError(w, err)
 			return
 		}
-		if err := v.Verify(r, body); err != nil {
+		if err := v.Verify(r, data); err != nil {
 			var ae *authError
 			errors.As(err, &ae)
 			w.Header().Set("X-Amzn-ErrorType", ae.typ)
 			writeJSON(w, http.StatusForbidden, map[string]string{"__type": ae.typ, "message": ae.msg})
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		if p := v.principals[accessKeyOf(r)]; p != nil {
 			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 		}

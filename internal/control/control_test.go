@@ -363,7 +363,7 @@ func TestReports(t *testing.T) {
 	type setup func(t *testing.T, s *State, ids map[string]string)
 	scheduled := func(*testing.T, *State, map[string]string) {}
 	starting := func(t *testing.T, s *State, ids map[string]string) {
-		step(s, time.Second, quotashare.Report{JobID: ids["b1"], AttemptID: ids["b1"] + "-1", State: quotashare.AttemptStarting, Reason: "pulling"})
+		step(s, time.Second, quotashare.Report{JobID: ids["b1"], AttemptID: ids["b1"] + "-1", State: quotashare.AttemptStarting, Detail: "pulling"})
 	}
 	running := func(t *testing.T, s *State, ids map[string]string) {
 		step(s, time.Second, quotashare.Report{JobID: ids["b1"], AttemptID: ids["b1"] + "-1", State: quotashare.AttemptRunning})
@@ -383,11 +383,11 @@ func TestReports(t *testing.T) {
 	exited := func(kind quotashare.ExitKind, ok, signalled, capacity bool, exit *int) func(id string) quotashare.Report {
 		return func(id string) quotashare.Report {
 			return quotashare.Report{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptExited, Kind: kind, Success: ok,
-				Signalled: signalled, Capacity: capacity, ExitCode: exit, Reason: string(kind) + ": details"}
+				Signalled: signalled, Capacity: capacity, ExitCode: exit, Detail: "details"}
 		}
 	}
 	startingR := func(id string) quotashare.Report {
-		return quotashare.Report{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptStarting, Reason: "late"}
+		return quotashare.Report{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptStarting, Detail: "late"}
 	}
 	runningR := func(id string) quotashare.Report {
 		return quotashare.Report{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptRunning}
@@ -601,7 +601,7 @@ func TestDeleteShare(t *testing.T) {
 	s.flush()
 
 	step(s, time.Second, quotashare.Report{JobID: ids["a1"], AttemptID: ids["a1"] + "-1", State: quotashare.AttemptExited,
-		Kind: quotashare.ExitAlgorithmError, Signalled: true, Reason: "AlgorithmError: killed"})
+		Kind: quotashare.ExitAlgorithmError, Signalled: true, Detail: "killed"})
 	if j := ok[quotashare.Job](t)(s.Job(ids["a1"])); j.Status != quotashare.Failed || j.StatusReason != "Quota share a was deleted" {
 		t.Errorf("running job once stopped: %s %q", j.Status, j.StatusReason)
 	}

@@ -84,7 +84,7 @@ func exited(id string, success bool) quotashare.Report {
 	if !success {
 		code = 1
 	}
-	return quotashare.Report{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptExited, Success: success, ExitCode: &code, Reason: "exit " + fmt.Sprint(code)}
+	return quotashare.Report{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptExited, Success: success, ExitCode: &code, Detail: "exit " + fmt.Sprint(code)}
 }
 
 // listed names every job of queue q, newest first, in pages of two.
@@ -311,7 +311,7 @@ func testListMatchesScan(t *testing.T) {
 					j := jobs[id]
 					r := exited(id, rapid.Bool().Draw(rt, "success"))
 					if !r.Success && rapid.Bool().Draw(rt, "refused for capacity") {
-						r.Capacity, r.ExitCode, r.Reason = true, nil, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - no GPU free"
+						r.Capacity, r.ExitCode, r.Kind, r.Cause, r.Detail = true, nil, quotashare.ExitCapacity, quotashare.CauseInsufficientCapacity, "no GPU free"
 					}
 					r.AttemptID = j.Current.ID
 					step(s, time.Second, r)
@@ -569,7 +569,7 @@ func TestPreemptedRunCost(t *testing.T) {
 	if j, _ := s.Job(ids["b1"]); j.Current == nil || j.Current.Stop != quotashare.StopPreempted {
 		t.Fatalf("b1 was not preempted: %+v", j.Current)
 	}
-	step(s, 0, quotashare.Report{JobID: ids["b1"], AttemptID: ids["b1"] + "-1", State: quotashare.AttemptExited, Signalled: true, Reason: "stopped"})
+	step(s, 0, quotashare.Report{JobID: ids["b1"], AttemptID: ids["b1"] + "-1", State: quotashare.AttemptExited, Signalled: true, Detail: "stopped"})
 	got := s.Counters().PreemptedRun[ShareKey{"q", "b"}]
 	if got.InstanceSeconds < 10 || got.InstanceSeconds > 11 || got.GPUSeconds != got.InstanceSeconds {
 		t.Errorf("b's preempted run: %+v, want about 10 instance-seconds and as many GPU-seconds (ml.g5.xlarge has 1 GPU)", got)

@@ -252,9 +252,9 @@ func (w *cworld) exit(j *cjob, success, signalled, capacity bool) quotashare.Rep
 		code = 1
 	}
 	r := quotashare.Report{JobID: j.id, AttemptID: j.attempt, State: quotashare.AttemptExited,
-		Success: success, Signalled: signalled, ExitCode: &code, Reason: fmt.Sprint("exit ", code)}
+		Success: success, Signalled: signalled, ExitCode: &code, Detail: fmt.Sprint("exit ", code)}
 	if capacity {
-		r.Capacity, r.ExitCode, r.Reason = true, nil, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - no GPU free"
+		r.Capacity, r.ExitCode, r.Kind, r.Cause, r.Detail = true, nil, quotashare.ExitCapacity, quotashare.CauseInsufficientCapacity, "no GPU free"
 	}
 	requeue := false
 	switch {

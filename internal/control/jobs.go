@@ -95,7 +95,7 @@ func CheckJob(in JobInput) (Checked, error) {
 		return Checked{}, invalid("%w", err)
 	}
 	if err := sched.CheckNeed(need); err != nil {
-		return Checked{}, invalid("serviceRequestPayload.ResourceConfig: %v", err)
+		return Checked{}, invalid("serviceRequestPayload.ResourceConfig: %w", err)
 	}
 	c := Checked{Need: need, Request: req}
 	if in.ClientToken != "" {

@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/quotashare/quotashare"
@@ -96,9 +95,14 @@ func (st *State) setWaiting(j *quotashare.Job, r sched.Reason) {
 	}
 }
 
-// heldFor is the executor's word in a capacity refusal, without AWS's code in front.
-func heldFor(reason string) string {
-	return strings.TrimPrefix(reason, string(quotashare.ReasonExecutorCapacity)+" - ")
+// heldFor is the executor's word in a refusal for lack of capacity: its detail, since the
+// job's own code (CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY) says the rest. A host's
+// failure keeps its own code in front.
+func heldFor(r quotashare.Report) string {
+	if r.Kind == quotashare.ExitCapacity && r.Cause == quotashare.CauseInsufficientCapacity {
+		return r.Detail
+	}
+	return r.Reason()
 }
 
 // say sets a job's reason: its code, its detail, and the statusReason rendered from

@@ -135,10 +135,10 @@ func (st *State) CreateQueue(in QueueInput) (out quotashare.Queue, err error) {
 		qs := newQueueState(q)
 		qs.sched = sched.New(st.cfg.Sched)
 		if err := qs.sched.SetCapacity(st.envs[env].Limits); err != nil {
-			return invalid("serviceEnvironmentOrder: %v", err)
+			return invalid("serviceEnvironmentOrder: %w", err)
 		}
 		if err := st.setFIFOShare(qs); err != nil {
-			return invalid("serviceEnvironmentOrder: %v", err)
+			return invalid("serviceEnvironmentOrder: %w", err)
 		}
 		st.queues[in.Name] = qs
 		st.touch(kindQueue, in.Name)
@@ -183,7 +183,7 @@ func (st *State) UpdateQueue(name string, in QueueInput) (out quotashare.Queue, 
 					}
 				}
 				if err := qs.sched.SetCapacity(st.envs[env].Limits); err != nil {
-					return invalid("serviceEnvironmentOrder: %v", err)
+					return invalid("serviceEnvironmentOrder: %w", err)
 				}
 			}
 		}
@@ -192,7 +192,7 @@ func (st *State) UpdateQueue(name string, in QueueInput) (out quotashare.Queue, 
 		q.Disabled, q.Environment, q.EnvironmentOrder = disabled, env, order
 		if envChanged {
 			if err := st.setFIFOShare(qs); err != nil {
-				return invalid("serviceEnvironmentOrder: %v", err)
+				return invalid("serviceEnvironmentOrder: %w", err)
 			}
 		}
 		if in.Policy != "" {

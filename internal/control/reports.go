@@ -31,7 +31,7 @@ func (st *State) apply(r quotashare.Report, now time.Time) {
 		if j.Status == quotashare.Scheduled || j.Status == quotashare.Starting {
 			qs.setStatus(j, quotashare.Starting)
 			if a.Stop == "" {
-				st.sayHolding(j, "STARTING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed)+": "+r.Reason)
+				st.sayHolding(j, "STARTING", "attempt "+a.ID+" in share "+j.Share+borrowText(a.Borrowed)+": "+r.Detail)
 			}
 			st.touchJob(j)
 		}
@@ -43,8 +43,8 @@ func (st *State) apply(r quotashare.Report, now time.Time) {
 			j.CapacityRefusals = 0
 			if a.Stop == "" {
 				what := "attempt " + a.ID + " in share " + j.Share + borrowText(a.Borrowed)
-				if r.Reason != "" {
-					what += ": " + r.Reason // the executor's word on how it started (a checkpoint it resumed from)
+				if r.Detail != "" {
+					what += ": " + r.Detail // the executor's word on how it started (a checkpoint it resumed from)
 				}
 				st.sayHolding(j, "RUNNING", what)
 			}
@@ -78,9 +78,9 @@ func (st *State) apply(r quotashare.Report, now time.Time) {
 		st.finish(qs, j, quotashare.Failed, quotashare.ReasonTerminated, j.TerminateReason, now)
 	case a.Stop == quotashare.StopPreempted && r.Success && !r.Signalled:
 		// It finished on its own before the preemption reached it: the work is done.
-		a.StatusReason = r.Reason
+		a.StatusReason = r.Reason()
 		j.Attempts = append(j.Attempts, *a)
-		st.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason, now)
+		st.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason(), now)
 	case a.Stop == quotashare.StopPreempted:
 		st.countRun(st.counters.PreemptedRun, qs, j, *a)
 		a.StatusReason = a.StopReason
@@ -94,20 +94,20 @@ func (st *State) apply(r quotashare.Report, now time.Time) {
 		d := "requeued after preemption: " + a.StopReason
 		st.requeue(qs, j, quotashare.ReasonRequeuedAfterPreemption, d, "RUNNABLE - "+d, now)
 	case r.Success:
-		a.StatusReason = r.Reason
+		a.StatusReason = r.Reason()
 		j.Attempts = append(j.Attempts, *a)
-		st.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason, now)
+		st.finish(qs, j, quotashare.Succeeded, quotashare.ReasonCompleted, r.Reason(), now)
 	case r.Capacity:
 		st.refused(qs, j, r, now)
 	default:
-		a.StatusReason = r.Reason
+		a.StatusReason = r.Reason()
 		j.Attempts = append(j.Attempts, *a)
 		if retry, why := shouldRetry(j, r); retry {
 			st.counters.Retries[ShareKey{qs.q.Name, shareLabel(j.Share)}]++
-			d := fmt.Sprintf("retrying (attempt %d of %d failed: %s)", len(j.Attempts), attemptsAllowed(j), r.Reason)
+			d := fmt.Sprintf("retrying (attempt %d of %d failed: %s)", len(j.Attempts), attemptsAllowed(j), r.Reason())
 			st.requeue(qs, j, quotashare.ReasonRetrying, d, "RUNNABLE - "+d, now)
 		} else {
-			st.finish(qs, j, quotashare.Failed, quotashare.ReasonAttemptFailed, r.Reason+why, now)
+			st.finish(qs, j, quotashare.Failed, quotashare.ReasonAttemptFailed, r.Reason()+why, now)
 		}
 	}
 }
@@ -160,7 +160,7 @@ func shouldRetry(j *quotashare.Job, r quotashare.Report) (bool, string) {
 	kind := string(r.Kind)
 	if j.Retry != nil {
 		for i, rule := range j.Retry.Rules {
-			if globMatch(rule.OnStatusReason, r.Reason) && globMatch(rule.OnExitCode, code) && globMatch(rule.OnReason, kind) {
+			if globMatch(rule.OnStatusReason, r.Reason()) && globMatch(rule.OnExitCode, code) && globMatch(rule.OnReason, kind) {
 				if rule.Action == "EXIT" {
 					return false, fmt.Sprintf(" (retryStrategy: evaluateOnExit[%d] says EXIT)", i)
 				}
@@ -212,9 +212,9 @@ func (st *State) refused(qs *queueState, j *quotashare.Job, r quotashare.Report,
 	if n := j.CapacityRefusals - 1; n < 30 {
 		backoff = min(backoff, st.cfg.CapacityBackoff<<n)
 	}
-	held := fmt.Sprintf("%s; held for %s", r.Reason, backoff)
+	held := fmt.Sprintf("%s; held for %s", r.Reason(), backoff)
 	st.requeue(qs, j, quotashare.ReasonCode(quotashare.ReasonExecutorCapacity), held, held, j.RunnableSince) // the clock goes on
-	j.HeldUntil, j.HeldFor = now.Add(backoff), heldFor(r.Reason)
+	j.HeldUntil, j.HeldFor = now.Add(backoff), heldFor(r)
 	if err := qs.sched.Hold(j.ID, j.HeldUntil, j.HeldFor, j.CapacityRefusals); err != nil {
 		st.cfg.Logf("quotashare: scheduler out of step on job %s: %v", j.ID, err)
 	}

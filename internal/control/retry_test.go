@@ -11,10 +11,10 @@ import (
 // from the text); with no rule matching, the job is retried while attempts remain.
 func TestShouldRetry(t *testing.T) {
 	exit := func(n int) *int { return &n }
-	algo := quotashare.Report{Kind: quotashare.ExitAlgorithmError, ExitCode: exit(3), Reason: "AlgorithmError: algo-1 exit code 3"}
-	pull := quotashare.Report{Kind: quotashare.ExitCannotPull, Reason: "CannotPullContainerError: algo-1's container cannot start"}
+	algo := quotashare.Report{Kind: quotashare.ExitAlgorithmError, ExitCode: exit(3), Detail: "algo-1 exit code 3"}
+	pull := quotashare.Report{Kind: quotashare.ExitCannotPull, Detail: "algo-1's container cannot start"}
 	// A text that begins like another kind: only the kind counts.
-	odd := quotashare.Report{Kind: quotashare.ExitTimeout, Reason: "AlgorithmError-looking text"}
+	odd := quotashare.Report{Kind: quotashare.ExitTimeout, Detail: "AlgorithmError-looking text"}
 	rules := func(rs ...quotashare.RetryRule) *quotashare.RetryStrategy {
 		return &quotashare.RetryStrategy{Attempts: 3, Rules: rs}
 	}

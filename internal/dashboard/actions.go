@@ -19,6 +19,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/control"
 )
 
 // action is one write action, as a confirmation page shows it.
@@ -137,7 +140,7 @@ func (h *handler) actionOf(r *http.Request) (action, error) {
 	a := action{Kind: r.PostFormValue("kind"), Token: h.token(r)}
 	switch a.Kind {
 	case "priority", "terminate":
-		j, err := h.cfg.Source.Job(r.PostFormValue("job"))
+		j, err := control.Get(h.cfg.Source, func(st *control.State) (quotashare.Job, error) { return st.Job(r.PostFormValue("job")) })
 		if err != nil {
 			return a, err
 		}
@@ -161,7 +164,7 @@ func (h *handler) actionOf(r *http.Request) (action, error) {
 		if a.State != "ENABLED" && a.State != "DISABLED" {
 			return a, fmt.Errorf("state: %q must be ENABLED or DISABLED", a.State)
 		}
-		shares, err := h.cfg.Source.ListShares(a.Queue)
+		shares, err := control.Get(h.cfg.Source, func(st *control.State) ([]quotashare.QuotaShare, error) { return st.ListShares(a.Queue) })
 		if err != nil {
 			return a, err
 		}

@@ -30,13 +30,7 @@ var templateFiles embed.FS
 var staticFiles embed.FS
 
 // Source is what the dashboard reads: the engine's read side.
-type Source interface {
-	DescribeQueues(refs []string) ([]quotashare.Queue, error)
-	Snapshot(queue string) (control.Snapshot, error)
-	ListShares(queue string) ([]quotashare.QuotaShare, error)
-	ListJobs(f control.ListFilter, from int64, max int) ([]quotashare.Job, int64, error)
-	Job(ref string) (quotashare.Job, error)
-}
+type Source = control.Viewer
 
 // Config configures the dashboard.
 type Config struct {
@@ -184,7 +178,7 @@ type shareType struct {
 
 // pool reads every queue's pool.
 func (h *handler) pool(waits int) (poolView, error) {
-	qs, err := h.cfg.Source.DescribeQueues(nil)
+	qs, err := control.Get(h.cfg.Source, func(st *control.State) ([]quotashare.Queue, error) { return st.DescribeQueues(nil), nil })
 	if err != nil {
 		return poolView{}, err
 	}
@@ -202,11 +196,11 @@ func (h *handler) pool(waits int) (poolView, error) {
 func (h *handler) queue(name string, waits int) (queueView, error) {
 	src := h.cfg.Source
 	qv := queueView{Name: name}
-	snap, err := src.Snapshot(name)
+	snap, err := control.Get(src, func(st *control.State) (control.Snapshot, error) { return st.Snapshot(name) })
 	if err != nil {
 		return qv, err
 	}
-	shares, err := src.ListShares(name)
+	shares, err := control.Get(src, func(st *control.State) ([]quotashare.QuotaShare, error) { return st.ListShares(name) })
 	if err != nil {
 		return qv, err
 	}
@@ -274,7 +268,11 @@ func (h *handler) queue(name string, waits int) (queueView, error) {
 			sv.Types = append(sv.Types, st)
 		}
 		if waits > 0 && u.Waiting > 0 {
-			js, _, err := src.ListJobs(control.ListFilter{Queue: name, Status: quotashare.Runnable, Filter: "QUOTA_SHARE_NAME", Values: []string{u.Name}}, 0, 100)
+			var js []quotashare.Job
+			err := src.View(func(st *control.State) (err error) {
+				js, _, err = st.ListJobs(control.ListFilter{Queue: name, Status: quotashare.Runnable, Filter: "QUOTA_SHARE_NAME", Values: []string{u.Name}}, 0, 100)
+				return err
+			})
 			if err != nil {
 				return qv, err
 			}
@@ -327,7 +325,7 @@ const pageSize = 50
 func (h *handler) jobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v := jobsView{Queue: q.Get("queue"), Share: q.Get("share"), State: q.Get("state"), Name: q.Get("name"), States: states}
-	qs, err := h.cfg.Source.DescribeQueues(nil)
+	qs, err := control.Get(h.cfg.Source, func(st *control.State) ([]quotashare.Queue, error) { return st.DescribeQueues(nil), nil })
 	if err != nil {
 		h.fail(w, err)
 		return
@@ -353,7 +351,12 @@ func (h *handler) jobs(w http.ResponseWriter, r *http.Request) {
 		} else if v.Name != "" {
 			f.Filter, f.Values = "JOB_NAME", []string{v.Name}
 		}
-		js, next, err := h.cfg.Source.ListJobs(f, from, pageSize)
+		var js []quotashare.Job
+		var next int64
+		err := h.cfg.Source.View(func(st *control.State) (err error) {
+			js, next, err = st.ListJobs(f, from, pageSize)
+			return err
+		})
 		if err != nil {
 			v.Error = err.Error()
 		}
@@ -400,7 +403,7 @@ type event struct {
 }
 
 func (h *handler) job(w http.ResponseWriter, r *http.Request) {
-	j, err := h.cfg.Source.Job(r.PathValue("id"))
+	j, err := control.Get(h.cfg.Source, func(st *control.State) (quotashare.Job, error) { return st.Job(r.PathValue("id")) })
 	if err != nil {
 		h.fail(w, err)
 		return
@@ -424,7 +427,7 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 			e := event{At: at, Attempt: a.ID, What: what, Detail: a.StopReason, Preempted: a.Stop == quotashare.StopPreempted, Rule: a.StopRule}
 			if a.StopFor != "" {
 				e.ByID, e.By = a.StopFor, a.StopFor
-				if by, err := h.cfg.Source.Job(a.StopFor); err == nil {
+				if by, err := control.Get(h.cfg.Source, func(st *control.State) (quotashare.Job, error) { return st.Job(a.StopFor) }); err == nil {
 					e.By = by.Name + " (" + by.ID + ")"
 				}
 			}

@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -11,22 +10,43 @@ import (
 	"github.com/quotashare/quotashare/internal/control"
 )
 
-// source is a Source of one queue whose name the test changes: a change of the pool.
+// source is a Source of one queue whose name the test changes: a change of the pool. Each
+// name has a state of its own, holding that one queue.
 type source struct {
-	mu   sync.Mutex
-	name string
+	mu     sync.Mutex
+	name   string
+	states map[string]*control.State
 }
 
-func (s *source) DescribeQueues([]string) ([]quotashare.Queue, error) {
+func newSource(t *testing.T, names ...string) *source {
+	src := &source{name: names[0], states: map[string]*control.State{}}
+	for _, name := range names {
+		st, err := control.Load(control.Config{NewID: func() string { return "job" }}, func(func(quotashare.Record) error) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.SetTime(time.Now())
+		prio := 1
+		if _, err := st.CreatePolicy(control.PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CreateEnvironment(control.EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CreateQueue(control.QueueInput{Name: name, Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: "p",
+			EnvOrder: []control.EnvOrder{{Order: 1, Environment: "e"}}}); err != nil {
+			t.Fatal(err)
+		}
+		src.states[name] = st
+	}
+	return src
+}
+
+func (s *source) View(fn func(*control.State) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return []quotashare.Queue{{Name: s.name}}, nil
-}
-func (s *source) Snapshot(string) (control.Snapshot, error)          { return control.Snapshot{}, nil }
-func (s *source) ListShares(string) ([]quotashare.QuotaShare, error) { return nil, nil }
-func (s *source) Job(string) (quotashare.Job, error)                 { return quotashare.Job{}, errors.New("none") }
-func (s *source) ListJobs(control.ListFilter, int64, int) ([]quotashare.Job, int64, error) {
-	return nil, 0, nil
+	return fn(s.states[s.name])
 }
 
 // TestLiveRendersOnceForAll: 200 viewers of one principal cost one rendering a tick, not
@@ -35,7 +55,7 @@ func (s *source) ListJobs(control.ListFilter, int64, int) ([]quotashare.Job, int
 // MaxViewers streams open, and another principal has its own.
 func TestLiveRendersOnceForAll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src := &source{name: "q1"}
+		src := newSource(t, "q1", "q2")
 		h := newHandler(Config{Source: src, Interval: time.Second, MaxViewers: 200})
 		u := h.live
 		renders := func() int64 { u.mu.Lock(); defer u.mu.Unlock(); return u.renders }

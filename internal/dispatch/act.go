@@ -36,7 +36,7 @@ func (e *Engine) call(a control.Action) func(quotashare.Executor) {
 			}
 			if err := x.Start(*spec); err != nil {
 				e.Report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
-					At: e.cfg.Now(), Kind: quotashare.ExitCannotStart, Reason: "CannotStart: " + err.Error()})
+					At: e.cfg.Now(), Kind: quotashare.ExitCannotStart, Detail: err.Error()})
 			}
 		}
 	}

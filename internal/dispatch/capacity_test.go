@@ -38,7 +38,7 @@ func (x *refuser) Start(a quotashare.AttemptSpec) error {
 	r := quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptRunning}
 	if a.JobName == "big" {
 		r = quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptExited, Capacity: true,
-			Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the attempt needs 8 GPUs and 4 of this host's 8 are free"}
+			Kind: quotashare.ExitCapacity, Cause: quotashare.CauseInsufficientCapacity, Detail: "the attempt needs 8 GPUs and 4 of this host's 8 are free"}
 	}
 	x.e.Report(r)
 	return nil
@@ -82,7 +82,7 @@ func TestCapacityRefusalBacksOff(t *testing.T) {
 		if n := x.count("big"); n != 1 {
 			t.Fatalf("Start calls after the first pass: %d, want 1", n)
 		}
-		j := mustOK[quotashare.Job](t)(e.Job(big.ID))
+		j := mustOK[quotashare.Job](t)(control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(big.ID) }))
 		if j.Status != quotashare.Runnable || j.ReasonCode != "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY" ||
 			!strings.HasPrefix(j.StatusReason, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - ") ||
 			!strings.Contains(j.StatusReason, "needs 8 GPUs and 4 of this host's 8 are free") || len(j.Attempts) != 0 {
@@ -103,7 +103,7 @@ func TestCapacityRefusalBacksOff(t *testing.T) {
 		if n := x.count("big") - first; n < 3 || n > 5 {
 			t.Fatalf("Start calls in 64 s at the 16 s cap: %d, want 3 to 5", n)
 		}
-		j = mustOK[quotashare.Job](t)(e.Job(big.ID))
+		j = mustOK[quotashare.Job](t)(control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(big.ID) }))
 		if j.CapacityRefusals != x.count("big") || !strings.Contains(j.StatusReason, "refusal ") {
 			t.Fatalf("refusals %d after %d Starts; reason %q", j.CapacityRefusals, x.count("big"), j.StatusReason)
 		}
@@ -121,7 +121,7 @@ func TestCapacityRefusalBacksOff(t *testing.T) {
 		x.mu.Lock()
 		sa := x.specs["small"]
 		x.mu.Unlock()
-		e.Report(quotashare.Report{JobID: sa.JobID, AttemptID: sa.AttemptID, State: quotashare.AttemptExited, Success: true, Reason: "done"})
+		e.Report(quotashare.Report{JobID: sa.JobID, AttemptID: sa.AttemptID, State: quotashare.AttemptExited, Success: true, Detail: "done"})
 		synctest.Wait()
 		if x.count("big") != before+1 {
 			t.Fatalf("after another attempt exited, big was started %d more times, want 1 at once", x.count("big")-before)
@@ -131,12 +131,12 @@ func TestCapacityRefusalBacksOff(t *testing.T) {
 		// submission (a refusal does not restart the RUNNABLE clock), FAILED after it.
 		time.Sleep(time.Until(submitted.Add(595 * time.Second)))
 		synctest.Wait()
-		if j := mustOK[quotashare.Job](t)(e.Job(big.ID)); j.Status != quotashare.Runnable {
+		if j := mustOK[quotashare.Job](t)(control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(big.ID) })); j.Status != quotashare.Runnable {
 			t.Fatalf("at 595 s: %s %q", j.Status, j.StatusReason)
 		}
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		j = mustOK[quotashare.Job](t)(e.Job(big.ID))
+		j = mustOK[quotashare.Job](t)(control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(big.ID) }))
 		if j.Status != quotashare.Failed || !j.IsTerminated ||
 			j.StatusReason != "Terminated by JobStateTimeLimit action due to reason: CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY" {
 			t.Fatalf("after 605 s: %s %q terminated %v", j.Status, j.StatusReason, j.IsTerminated)

@@ -41,22 +41,32 @@ func fixtureState(t *testing.T, m *storetest.Memory) *Engine {
 	}
 	t.Cleanup(e.Close)
 	synctest.Wait() // Run's first cycle
-	p := mustOK[quotashare.SchedulingPolicy](t)(e.CreatePolicy(control.PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO", Tags: map[string]string{"team": "ml"}}))
+	p := mustOK[quotashare.SchedulingPolicy](t)(control.Do(e, func(st *control.State) (quotashare.SchedulingPolicy, error) {
+		return st.CreatePolicy(control.PolicyInput{Name: "p", QuotaShare: true, IdleStrategy: "FIFO", Tags: map[string]string{"team": "ml"}})
+	}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
-	mustOK[quotashare.Environment](t)(e.CreateEnvironment(control.EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
-		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 2}}}))
+	mustOK[quotashare.Environment](t)(control.Do(e, func(st *control.State) (quotashare.Environment, error) {
+		return st.CreateEnvironment(control.EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING",
+			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 2}}})
+	}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	prio := 7
-	mustOK[quotashare.Queue](t)(e.CreateQueue(control.QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name,
-		EnvOrder: []control.EnvOrder{{Order: 1, Environment: "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", MaxTimeSeconds: 600}}, Tags: map[string]string{"q": "1"}}))
+	mustOK[quotashare.Queue](t)(control.Do(e, func(st *control.State) (quotashare.Queue, error) {
+		return st.CreateQueue(control.QueueInput{Name: "q", Type: "SAGEMAKER_TRAINING", Priority: &prio, Policy: p.Name,
+			EnvOrder: []control.EnvOrder{{Order: 1, Environment: "e"}}, TimeLimitActions: []quotashare.TimeLimitAction{{Reason: "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", MaxTimeSeconds: 600}}, Tags: map[string]string{"q": "1"}})
+	}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
-	mustOK[quotashare.QuotaShare](t)(e.CreateShare(control.ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
-		Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+	mustOK[quotashare.QuotaShare](t)(control.Do(e, func(st *control.State) (quotashare.QuotaShare, error) {
+		return st.CreateShare(control.ShareInput{Name: "a", Queue: "q", Strategy: quotashare.Lend, InSharePreemption: new(false),
+			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}})
+	}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	one := 1
-	mustOK[quotashare.QuotaShare](t)(e.CreateShare(control.ShareInput{Name: "b", Queue: "q", Strategy: quotashare.LendAndBorrow, BorrowLimit: &one,
-		InSharePreemption: new(true), Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}, Tags: map[string]string{"s": "b"},
-		MinRunTime: &control.MinRunTime{Seconds: 90, AgainstReclaim: true}}))
+	mustOK[quotashare.QuotaShare](t)(control.Do(e, func(st *control.State) (quotashare.QuotaShare, error) {
+		return st.CreateShare(control.ShareInput{Name: "b", Queue: "q", Strategy: quotashare.LendAndBorrow, BorrowLimit: &one,
+			InSharePreemption: new(true), Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}, Tags: map[string]string{"s": "b"},
+			MinRunTime: &control.MinRunTime{Seconds: 90, AgainstReclaim: true}})
+	}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	five, hour := 5, 3600
 	j1 := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "j1", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload, Priority: &five}))
@@ -69,7 +79,7 @@ func fixtureState(t *testing.T, m *storetest.Memory) *Engine {
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
 	j4 := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "j4", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
-	if err := e.Terminate(j4.ID, "not needed"); err != nil {
+	if err := e.Update(func(st *control.State) error { return st.Terminate(j4.ID, "not needed") }); err != nil {
 		t.Fatal(err)
 	}
 	synctest.Wait()
@@ -80,7 +90,7 @@ func fixtureState(t *testing.T, m *storetest.Memory) *Engine {
 	}
 	synctest.Wait()
 	code := 0
-	e.Report(quotashare.Report{JobID: j1.ID, AttemptID: quotashare.AttemptID(j1.ID, 1), State: quotashare.AttemptExited, Success: true, ExitCode: &code, Reason: "Essential container exited"})
+	e.Report(quotashare.Report{JobID: j1.ID, AttemptID: quotashare.AttemptID(j1.ID, 1), State: quotashare.AttemptExited, Success: true, ExitCode: &code, Detail: "Essential container exited"})
 	synctest.Wait()
 	mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "j5", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "a", Payload: payload}))
 	synctest.Wait() // each command's cycles end before the next: the clock's ticks are then the same on every run
@@ -198,15 +208,17 @@ var subSecond = regexp.MustCompile(`(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.\d+Z`)
 func describeAll(t *testing.T, e *Engine) string {
 	t.Helper()
 	var b strings.Builder
-	qs, err := e.DescribeQueues([]string{"q"})
+	qs, err := control.Get(e, func(st *control.State) ([]quotashare.Queue, error) { return st.DescribeQueues([]string{"q"}), nil })
 	if err != nil || len(qs) != 1 {
 		t.Fatalf("queue q by name: %v %v", qs, err)
 	}
-	envs, err := e.DescribeEnvironments([]string{"e"})
+	envs, err := control.Get(e, func(st *control.State) ([]quotashare.Environment, error) {
+		return st.DescribeEnvironments([]string{"e"}), nil
+	})
 	if err != nil || len(envs) != 1 {
 		t.Fatalf("environment e by name: %v %v", envs, err)
 	}
-	shares, err := e.ListShares("q")
+	shares, err := control.Get(e, func(st *control.State) ([]quotashare.QuotaShare, error) { return st.ListShares("q") })
 	if err != nil || len(shares) != 2 {
 		t.Fatalf("shares of q: %v %v", shares, err)
 	}
@@ -221,13 +233,13 @@ func describeAll(t *testing.T, e *Engine) string {
 		b.Write(subSecond.ReplaceAll(out, []byte("${1}Z")))
 		b.WriteByte('\n')
 	}
-	render(e.DescribePolicies(e.PolicyNames()))
+	e.View(func(st *control.State) error { render(st.DescribePolicies(st.PolicyNames())); return nil })
 	render(envs)
 	render(qs)
 	render(shares)
-	jobs, _, err := e.ListJobs(control.ListFilter{Queue: "q", Filter: "JOB_NAME", Values: []string{"*"}}, 0, 100)
-	if err != nil || len(jobs) != 5 {
-		t.Fatalf("jobs of q: %d %v", len(jobs), err)
+	jobs := listJobs(t, e, control.ListFilter{Queue: "q", Filter: "JOB_NAME", Values: []string{"*"}})
+	if len(jobs) != 5 {
+		t.Fatalf("jobs of q: %d, want 5", len(jobs))
 	}
 	for _, j := range jobs {
 		// A waiting job's reason is said again by the first pass, and version 0 kept no
@@ -311,7 +323,9 @@ func TestRegionChange(t *testing.T) {
 			if j, err := submit(e, "after"); err != nil || j.Queue != "q" {
 				t.Errorf("%s: submit: %+v %v", name, j, err)
 			}
-			if _, err := e.DescribeShare(control.ShareRef{Queue: "q", Name: "b"}); err != nil {
+			if _, err := control.Get(e, func(st *control.State) (quotashare.QuotaShare, error) {
+				return st.DescribeShare(control.ShareRef{Queue: "q", Name: "b"})
+			}); err != nil {
 				t.Errorf("%s: share b of q: %v", name, err)
 			}
 			e.Close()
@@ -376,14 +390,14 @@ func TestJobKeys(t *testing.T) {
 		// An old job written again, and a new one.
 		var waiting string
 		for id := range old {
-			if j, _ := e.Job(id); j.Status == quotashare.Runnable {
+			if j, _ := control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(id) }); j.Status == quotashare.Runnable {
 				waiting = id
 			}
 		}
 		if waiting == "" {
 			t.Fatal("the fixture has no waiting job")
 		}
-		mustOK[quotashare.Job](t)(e.SetPriority(waiting, 9))
+		mustOK[quotashare.Job](t)(control.Do(e, func(st *control.State) (quotashare.Job, error) { return st.SetPriority(waiting, 9) }))
 		added := mustOK[quotashare.Job](t)(submit(e, "after"))
 		e.Close()
 		e = openMemory(t, m, &recorder{})
@@ -391,7 +405,7 @@ func TestJobKeys(t *testing.T) {
 		if now[waiting] != waiting || !timeKeyed(added.ID, now[added.ID]) || len(now) != len(old)+1 {
 			t.Errorf("keys after an update and a submit: %v (the old job %s, the new one %s)", now, waiting, added.ID)
 		}
-		if j, err := e.Job(waiting); err != nil || j.Priority != 9 {
+		if j, err := control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(waiting) }); err != nil || j.Priority != 9 {
 			t.Errorf("the old job after a restart: %+v %v", j, err)
 		}
 		e.Close()

@@ -73,11 +73,11 @@ func (e *Engine) refuse() error {
 	return quotashare.Errorf(quotashare.Internal, "the server cannot write to its store (%v); it retries every %v", e.broken, e.cfg.Control.Tick)
 }
 
-// run calls a command with the state locked, at the clock's time. The command validates
-// first and changes nothing when it returns an error; when it changed the state, run
-// returns once the change is durable. While the store cannot be written, commands are
-// refused before they change anything.
-func (e *Engine) run(fn func(*control.State) error) error {
+// Update calls a command of control.State with the state locked, at the clock's time
+// (control.Updater). The command validates first and changes nothing when it returns an
+// error; when it changed the state, Update returns once the change is durable. While the
+// store cannot be written, commands are refused before they change anything.
+func (e *Engine) Update(fn func(*control.State) error) error {
 	e.mu.Lock()
 	if err := e.refuse(); err != nil {
 		e.mu.Unlock()
@@ -92,14 +92,15 @@ func (e *Engine) run(fn func(*control.State) error) error {
 	return e.awaitCommit()
 }
 
-// read calls a query with the state locked, at the clock's time.
-func (e *Engine) read(fn func(*control.State) error) error {
+// View calls a query of control.State with the state locked, at the clock's time
+// (control.Viewer). A query that changed the state is a programming error: it panics.
+func (e *Engine) View(fn func(*control.State) error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.st.SetTime(e.cfg.Now())
 	err := fn(e.st)
 	if e.st.TakeWrote() {
-		panic("dispatch: a query changed the state") // api.go's wrapper must use run
+		panic("dispatch: a query changed the state: it must go through Update")
 	}
 	return err
 }

@@ -60,10 +60,14 @@ func TestMinRunTimeWakes(t *testing.T) {
 		defer func() { e.Close(); st.Close() }()
 		setupQueue(t, e, 2)
 		// Share a gives way: m owns the queue's capacity, with a minimum run time of 10 s.
-		mustOK[quotashare.QuotaShare](t)(e.UpdateShare(control.ShareRef{Queue: "q", Name: "a"}, control.ShareInput{
-			Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
-		m := mustOK[quotashare.QuotaShare](t)(e.CreateShare(control.ShareInput{Name: "m", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: new(true),
-			MinRunTime: &control.MinRunTime{Seconds: 10}, Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}}))
+		mustOK[quotashare.QuotaShare](t)(control.Do(e, func(st *control.State) (quotashare.QuotaShare, error) {
+			return st.UpdateShare(control.ShareRef{Queue: "q", Name: "a"}, control.ShareInput{
+				Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}})
+		}))
+		m := mustOK[quotashare.QuotaShare](t)(control.Do(e, func(st *control.State) (quotashare.QuotaShare, error) {
+			return st.CreateShare(control.ShareInput{Name: "m", Queue: "q", Strategy: quotashare.Reserve, InSharePreemption: new(true),
+				MinRunTime: &control.MinRunTime{Seconds: 10}, Limits: []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}})
+		}))
 		if m.MinRunTime != 10*time.Second {
 			t.Fatalf("the share's minimum run time: %v", m.MinRunTime)
 		}
@@ -71,14 +75,14 @@ func TestMinRunTimeWakes(t *testing.T) {
 		lo := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "lo", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "m", Payload: pl}))
 		synctest.Wait()
 		started := time.Now()
-		if j := mustOK[quotashare.Job](t)(e.Job(lo.ID)); j.Status != quotashare.Running {
+		if j := mustOK[quotashare.Job](t)(control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(lo.ID) })); j.Status != quotashare.Running {
 			t.Fatalf("lo: %s %q", j.Status, j.StatusReason)
 		}
 		time.Sleep(3 * time.Second)
 		prio := 9
 		hi := mustOK[quotashare.Job](t)(e.Submit(control.JobInput{Name: "hi", Queue: "q", Type: "SAGEMAKER_TRAINING", Share: "m", Priority: &prio, Payload: pl}))
 		synctest.Wait()
-		j := mustOK[quotashare.Job](t)(e.Job(hi.ID))
+		j := mustOK[quotashare.Job](t)(control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(hi.ID) }))
 		if j.Status != quotashare.Runnable || j.ReasonCode != "WAITING_FOR_MIN_RUN_TIME" || !strings.Contains(j.StatusReason, lo.ID+" of share m") {
 			t.Fatalf("hi at 3 s: %s %q (%s)", j.Status, j.StatusReason, j.ReasonCode)
 		}
@@ -91,7 +95,7 @@ func TestMinRunTimeWakes(t *testing.T) {
 		if n := x.stops(); n != 1 {
 			t.Fatalf("stops once lo came of age: %d, want 1", n)
 		}
-		if j := mustOK[quotashare.Job](t)(e.Job(hi.ID)); j.ReasonCode != "WAITING_FOR_PREEMPTION" {
+		if j := mustOK[quotashare.Job](t)(control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(hi.ID) })); j.ReasonCode != "WAITING_FOR_PREEMPTION" {
 			t.Fatalf("hi once lo came of age: %q (%s)", j.StatusReason, j.ReasonCode)
 		}
 		if since := time.Since(started); since >= time.Minute {

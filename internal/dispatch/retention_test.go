@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/storetest"
 )
 
@@ -70,18 +71,18 @@ func TestRetentionForgets(t *testing.T) {
 		}
 		e.Report(quotashare.Report{JobID: done.ID, AttemptID: done.ID + "-1", State: quotashare.AttemptExited, Success: true})
 		synctest.Wait()
-		if j, _ := e.Job(done.ID); j.Status != quotashare.Succeeded {
+		if j, _ := control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(done.ID) }); j.Status != quotashare.Succeeded {
 			t.Fatalf("job done: %s", j.Status)
 		}
 		time.Sleep(time.Hour - time.Second)
 		synctest.Wait()
-		if _, err := e.Job(done.ID); err != nil || len(x.forgot) != 0 {
+		if _, err := control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(done.ID) }); err != nil || len(x.forgot) != 0 {
 			t.Fatalf("before its retention ended: %v, forgot %v", err, x.forgot)
 		}
 		commits := m.Commits()
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if _, err := e.Job(done.ID); quotashare.KindOf(err) != quotashare.NotFound {
+		if _, err := control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(done.ID) }); quotashare.KindOf(err) != quotashare.NotFound {
 			t.Fatalf("after its retention: %v, want NotFound", err)
 		}
 		if m.Commits() == commits || !slices.Equal(x.forgot, []string{done.ID + "-1"}) {
@@ -97,7 +98,7 @@ func TestRetentionForgets(t *testing.T) {
 		x2 := &forgetful{folders: []string{done.ID + "-1", kept.ID + "-1", "not-an-attempt"}}
 		e2 := openWith(t, m, x2, func(c *Config) { c.Control.RetainFinished = time.Hour })
 		synctest.Wait()
-		if _, err := e2.Job(done.ID); quotashare.KindOf(err) != quotashare.NotFound {
+		if _, err := control.Get(e2, func(st *control.State) (quotashare.Job, error) { return st.Job(done.ID) }); quotashare.KindOf(err) != quotashare.NotFound {
 			t.Fatalf("after the restart: %v, want NotFound", err)
 		}
 		if got := jobNames(t, e2); !slices.Equal(got, []string{"kept"}) {

@@ -179,7 +179,7 @@ func (e *Engine) prune(f quotashare.Forgetter) {
 			return true // not an attempt's (<job id>-<number>): left alone
 		}
 		keep := true
-		e.read(func(s *control.State) error {
+		e.View(func(s *control.State) error {
 			keep = s.HasJob(jobID)
 			return nil
 		})

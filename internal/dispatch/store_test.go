@@ -77,10 +77,7 @@ func submit(e *Engine, name string) (quotashare.Job, error) {
 
 func jobNames(t *testing.T, e *Engine) []string {
 	t.Helper()
-	jobs, _, err := e.ListJobs(control.ListFilter{Queue: "q", Filter: "JOB_NAME", Values: []string{"*"}}, 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jobs := listJobs(t, e, control.ListFilter{Queue: "q", Filter: "JOB_NAME", Values: []string{"*"}})
 	var names []string
 	for _, j := range jobs {
 		names = append(names, j.Name)
@@ -127,7 +124,7 @@ func TestCommitFailureReloads(t *testing.T) {
 		if got := jobNames(t, e2); len(got) != 2 || got[0] != "second" || got[1] != "first" {
 			t.Fatalf("jobs in the store: %v", got)
 		}
-		if j, err := e2.Job(second.ID); err != nil || j.Status != quotashare.Runnable {
+		if j, err := control.Get(e2, func(st *control.State) (quotashare.Job, error) { return st.Job(second.ID) }); err != nil || j.Status != quotashare.Runnable {
 			t.Fatalf("second job in the store: %+v %v", j, err)
 		}
 	})
@@ -157,7 +154,7 @@ func TestDecisionNotActedWhenCommitFails(t *testing.T) {
 		if len(starts) != 1 || starts[0].JobID != first.ID {
 			t.Fatalf("starts: %v, want only the first job's", starts)
 		}
-		exited := quotashare.Report{JobID: first.ID, AttemptID: starts[0].AttemptID, State: quotashare.AttemptExited, Success: true, Reason: "done"}
+		exited := quotashare.Report{JobID: first.ID, AttemptID: starts[0].AttemptID, State: quotashare.AttemptExited, Success: true, Detail: "done"}
 
 		m.FailCommits(errors.New("disk full"))
 		e.Report(exited) // the pass after it starts the second job, in a batch that fails
@@ -165,7 +162,7 @@ func TestDecisionNotActedWhenCommitFails(t *testing.T) {
 		if starts, recovers := x.calls(); len(starts) != 1 || len(recovers) != 2 {
 			t.Fatalf("after the failed batch: starts %v, recovers %v; want 1 start and a second Recover", starts, recovers)
 		}
-		if j, _ := e.Job(first.ID); j.Status == quotashare.Succeeded {
+		if j, _ := control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(first.ID) }); j.Status == quotashare.Succeeded {
 			t.Fatalf("the first job is %s in memory, though its report's batch was not stored", j.Status)
 		}
 
@@ -176,7 +173,7 @@ func TestDecisionNotActedWhenCommitFails(t *testing.T) {
 		if len(starts) != 2 || starts[1].JobID != second.ID {
 			t.Fatalf("starts once the store works: %v, want the second job's too", starts)
 		}
-		if j, _ := e.Job(first.ID); j.Status != quotashare.Succeeded {
+		if j, _ := control.Get(e, func(st *control.State) (quotashare.Job, error) { return st.Job(first.ID) }); j.Status != quotashare.Succeeded {
 			t.Fatalf("first job: %s %s", j.Status, j.StatusReason)
 		}
 	})
@@ -294,7 +291,9 @@ func TestDeposedMidBatch(t *testing.T) {
 		x := &gate{entered: make(chan struct{}), release: make(chan struct{})}
 		e := openMemory(t, m, x)
 		setupQueue(t, e, 4)
-		mustOK[quotashare.Environment](t)(e.UpdateEnvironment("e", nil, []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}}))
+		mustOK[quotashare.Environment](t)(control.Do(e, func(st *control.State) (quotashare.Environment, error) {
+			return st.UpdateEnvironment("e", nil, []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 1}})
+		}))
 		for _, n := range []string{"j1", "j2", "j3", "j4"} {
 			mustOK[quotashare.Job](t)(submit(e, n))
 		}
@@ -307,7 +306,9 @@ func TestDeposedMidBatch(t *testing.T) {
 		x.mu.Unlock()
 		// Room for the three waiting jobs: one pass, one batch of three launches, the
 		// first of which blocks.
-		mustOK[quotashare.Environment](t)(e.UpdateEnvironment("e", nil, []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 4}}))
+		mustOK[quotashare.Environment](t)(control.Do(e, func(st *control.State) (quotashare.Environment, error) {
+			return st.UpdateEnvironment("e", nil, []quotashare.Demand{{InstanceType: "ml.g5.xlarge", Count: 4}})
+		}))
 		<-x.entered
 		m.Steal(quotashare.LeaseHolder{ID: "other", PID: 2, Addr: "127.0.0.1:2"})
 		<-e.Deposed()
@@ -348,7 +349,7 @@ func TestParsedOnce(t *testing.T) {
 		if len(starts) != 1 || starts[0].JobID != first.ID || starts[0].Request == nil || starts[0].Request != x.checked[0] {
 			t.Fatalf("the first start: %+v; want job %s with the request its submit parsed (%p)", starts, first.ID, x.checked[0])
 		}
-		e.Report(quotashare.Report{JobID: first.ID, AttemptID: starts[0].AttemptID, State: quotashare.AttemptExited, At: time.Now(), Success: true, Kind: quotashare.ExitCompleted, Reason: "Completed"})
+		e.Report(quotashare.Report{JobID: first.ID, AttemptID: starts[0].AttemptID, State: quotashare.AttemptExited, At: time.Now(), Success: true, Kind: quotashare.ExitCompleted})
 		synctest.Wait()
 		starts, _ = x.calls()
 		if len(starts) != 2 || starts[1].JobID != waiting.ID || starts[1].Request == nil || starts[1].Request == x.checked[1] {

@@ -41,6 +41,9 @@ import (
 	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
+// endingStopped is AnnotationEnding's value for an attempt the server stopped.
+const endingStopped = "stopped by quotashare"
+
 // The labels and annotations quotashare puts on its objects.
 const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
@@ -54,7 +57,10 @@ const (
 	AnnotationShare    = "quotashare.io/share"
 	AnnotationJobName  = "quotashare.io/job-name"
 	AnnotationLaunched = "quotashare.io/launched"
-	AnnotationEnding   = "quotashare.io/ending"
+	// AnnotationEnding says why an attempt is being torn down, so that a restart goes on
+	// ending it: endingStopped, or the failure as JSON ({"kind","cause","detail"}; the
+	// statusReason's sentence alone before 2026-12-08, still read).
+	AnnotationEnding = "quotashare.io/ending"
 
 	// Container is the name of the training container in every Pod.
 	Container = "algo"
@@ -152,7 +158,7 @@ type run struct {
 	ending    bool
 	stopping  bool
 	signalled bool
-	failure   string
+	failure   failure
 	capacity  bool // the failure is the cluster's lack of room: requeue without a retry
 	exitCode  *int
 	running   bool   // RUNNING was reported

@@ -50,7 +50,7 @@ func (r *recorder) waitFor(t *testing.T, attempt string, state quotashare.Report
 	for {
 		r.mu.Lock()
 		for _, rep := range r.reps {
-			if rep.AttemptID == attempt && rep.State == state && strings.Contains(rep.Reason, text) {
+			if rep.AttemptID == attempt && rep.State == state && strings.Contains(rep.Reason(), text) {
 				r.mu.Unlock()
 				return rep
 			}
@@ -202,7 +202,7 @@ func TestPodsOfAnAttempt(t *testing.T) {
 		t.Errorf("the two 4-GPU instances share a node: %v", nodes)
 	}
 	done := e.rec.wait(t, s.AttemptID, quotashare.AttemptExited, 30*time.Second)
-	if !done.Success || done.Signalled || done.Reason != "Completed: all 2 Pod(s) succeeded" || done.At.Before(run.At) {
+	if !done.Success || done.Signalled || done.Reason() != "Completed: all 2 Pod(s) succeeded" || done.At.Before(run.At) {
 		t.Fatalf("exit report %+v", done)
 	}
 	if n := e.rec.count(s.AttemptID, quotashare.AttemptRunning); n != 1 {
@@ -282,7 +282,7 @@ func TestStopHonoursGrace(t *testing.T) {
 		t.Errorf("stopped %s, Pod gone %s, reported %s: the attempt must hold its capacity until the Pod is gone",
 			stopped.Format(time.StampMilli), gone.Format(time.StampMilli), rep.At.Format(time.StampMilli))
 	}
-	if rep.Success || !rep.Signalled || !strings.HasPrefix(rep.Reason, "Stopped") {
+	if rep.Success || !rep.Signalled || !strings.HasPrefix(rep.Reason(), "Stopped") {
 		t.Errorf("report %+v, want a signalled stop", rep)
 	}
 	x.Ended(s.AttemptID)
@@ -328,7 +328,7 @@ func TestFailures(t *testing.T) {
 		{timeout, "Timeout: the attempt ran longer than its limit of 2s (StoppingCondition.MaxRuntimeInSeconds)", -1, false},
 	} {
 		rep := e.rec.wait(t, c.s.AttemptID, quotashare.AttemptExited, 30*time.Second)
-		if rep.Success || !strings.HasPrefix(rep.Reason, c.reason) || rep.Capacity != c.disrupted {
+		if rep.Success || !strings.HasPrefix(rep.Reason(), c.reason) || rep.Capacity != c.disrupted {
 			t.Errorf("%s: report %+v, want a failure starting %q, Capacity %v", c.s.JobID, rep, c.reason, c.disrupted)
 		}
 		if c.code >= 0 && (rep.ExitCode == nil || *rep.ExitCode != c.code) {
@@ -338,8 +338,8 @@ func TestFailures(t *testing.T) {
 			t.Errorf("%s: Pods left after the failure", c.s.JobID)
 		}
 	}
-	if !strings.Contains(starting.Reason, "algo-1 waits for a node: 0/") || !strings.Contains(starting.Reason, "node affinity/selector") {
-		t.Errorf("the unschedulable attempt's STARTING reason is %q, want the scheduler's message", starting.Reason)
+	if !strings.Contains(starting.Reason(), "algo-1 waits for a node: 0/") || !strings.Contains(starting.Reason(), "node affinity/selector") {
+		t.Errorf("the unschedulable attempt's STARTING reason is %q, want the scheduler's message", starting.Reason())
 	}
 }
 
@@ -428,13 +428,13 @@ func TestRecover(t *testing.T) {
 	if rep := e.rec.wait(t, finishes.AttemptID, quotashare.AttemptExited, 30*time.Second); !rep.Success {
 		t.Errorf("finished while down: %+v", rep)
 	}
-	if rep := e.rec.wait(t, ending.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || rep.Reason != "AlgorithmError: algo-1 exit code 1" {
+	if rep := e.rec.wait(t, ending.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || rep.Reason() != "AlgorithmError: algo-1 exit code 1" {
 		t.Errorf("being torn down: %+v", rep)
 	}
 	if rep := e.rec.wait(t, stopping.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || !rep.Signalled {
 		t.Errorf("stopping: %+v", rep)
 	}
-	if rep := e.rec.wait(t, lost.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || !rep.Capacity || !strings.HasPrefix(rep.Reason, "PodDeleted: algo-1's Pod") {
+	if rep := e.rec.wait(t, lost.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || !rep.Capacity || !strings.HasPrefix(rep.Reason(), "PodDeleted: algo-1's Pod") {
 		t.Errorf("Pod deleted while down: %+v (want a host failure: Capacity, requeued without using an attempt)", rep)
 	}
 	if rep := e.rec.wait(t, half.AttemptID, quotashare.AttemptExited, 30*time.Second); !rep.Success {

@@ -251,7 +251,7 @@ func TestPodDeletedUnseen(t *testing.T) {
 	if err := e.c.Client.CoreV1().Pods(e.ns).Delete(ctx, PodName(lost.AttemptID, "algo-1"), metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	if rep := e.rec.wait(t, lost.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || !rep.Capacity || !strings.HasPrefix(rep.Reason, "PodDeleted: algo-1's Pod") {
+	if rep := e.rec.wait(t, lost.AttemptID, quotashare.AttemptExited, 30*time.Second); rep.Success || !rep.Capacity || !strings.HasPrefix(rep.Reason(), "PodDeleted: algo-1's Pod") {
 		t.Errorf("a Pod deleted unseen: %+v (want a host failure: Capacity)", rep)
 	}
 	// The kept attempt's Pod was asked after twice (so it was found and asked again), and

@@ -69,7 +69,7 @@ func (x *Executor) launch(r *run, svc *corev1.Service) error {
 		if err != nil {
 			if capacityError(err) {
 				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
-					Kind: quotashare.ExitCapacity, Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the cluster refused the attempt's Service: " + err.Error()})
+					Kind: quotashare.ExitCapacity, Cause: quotashare.CauseInsufficientCapacity, Detail: "the cluster refused the attempt's Service: " + err.Error()})
 				return nil
 			}
 			return fmt.Errorf("creating Service %s: %w", ServiceName(spec.AttemptID), err)
@@ -94,16 +94,16 @@ func (x *Executor) launch(r *run, svc *corev1.Service) error {
 		}
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			capacity := capacityError(err)
-			why := fmt.Sprintf("CannotStart: creating Pod %s for %s: %v", p.Name, r.hosts[i], err)
+			why := failed(quotashare.ExitCannotStart, "creating Pod %s for %s: %v", p.Name, r.hosts[i], err)
 			if capacity {
-				why = fmt.Sprintf("CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the cluster refused Pod %s: %v", p.Name, err)
+				why = failure{Kind: quotashare.ExitCapacity, Cause: quotashare.CauseInsufficientCapacity, Detail: fmt.Sprintf("the cluster refused Pod %s: %v", p.Name, err)}
 			}
 			x.fail(r, why, nil, capacity)
 			return nil
 		}
 	}
 	if err := x.annotate(svc.Name, AnnotationLaunched, "true"); err != nil {
-		x.fail(r, "CannotStart: marking Service "+svc.Name+" launched: "+err.Error(), nil, false)
+		x.fail(r, failed(quotashare.ExitCannotStart, "marking Service %s launched: %v", svc.Name, err), nil, false)
 		return nil
 	}
 	x.mu.Lock()
@@ -180,7 +180,8 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 		return []quotashare.Report{x.end(r)}
 	}
 	now := x.cfg.Now()
-	var failure, waiting, unschedWhy string
+	var waiting, unschedWhy string
+	var failure failure
 	var code *int
 	running, succeeded, unsched := 0, 0, false
 	// disrupted: a Pod was deleted by someone else, or evicted or disrupted by the
@@ -205,7 +206,7 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 				}
 			}
 		case p.DeletionTimestamp != nil:
-			failure, disrupted = fmt.Sprintf("Evicted: %s's Pod %s is being deleted by the cluster%s", h, p.Name, disruption(p)), true
+			failure, disrupted = failed(quotashare.ExitEvicted, "%s's Pod %s is being deleted by the cluster%s", h, p.Name, disruption(p)), true
 		case p.Status.Phase == corev1.PodFailed:
 			failure, code = podFailure(h, p)
 			disrupted = p.Status.Reason == "Evicted" || disruption(p) != ""
@@ -215,7 +216,7 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 			running++
 		default:
 			w, f, u := pending(h, p)
-			if f != "" {
+			if f.Kind != "" {
 				failure = f
 			}
 			if u && !unsched {
@@ -225,16 +226,16 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 				waiting = w
 			}
 		}
-		if failure != "" {
+		if failure.Kind != "" {
 			break
 		}
 	}
-	if failure == "" && unsched {
+	if failure.Kind == "" && unsched {
 		if r.unsched.IsZero() {
 			r.unsched = now
 		}
 		if left := r.unsched.Add(x.cfg.UnschedulableTimeout).Sub(now); left <= 0 {
-			failure = fmt.Sprintf("Unschedulable: no node took the attempt's Pods for %s: %s", x.cfg.UnschedulableTimeout, unschedWhy)
+			failure = failed(quotashare.ExitUnschedulable, "no node took the attempt's Pods for %s: %s", x.cfg.UnschedulableTimeout, unschedWhy)
 		} else if r.recheck == nil {
 			r.recheck = time.AfterFunc(left, func() {
 				x.mu.Lock()
@@ -248,7 +249,7 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 		r.unsched = time.Time{}
 	}
 	switch {
-	case failure != "":
+	case failure.Kind != "":
 		return x.failLocked(r, failure, code, disrupted)
 	case succeeded == len(r.hosts):
 		return []quotashare.Report{x.end(r)}
@@ -261,7 +262,7 @@ func (x *Executor) sync(r *run) []quotashare.Report {
 		why := fmt.Sprintf("%d of %d Pod(s) running; %s", running+succeeded, len(r.hosts), waiting)
 		if why != r.starting && !r.running {
 			r.starting = why
-			return []quotashare.Report{{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptStarting, Reason: why}}
+			return []quotashare.Report{{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptStarting, Detail: why}}
 		}
 	}
 	return nil
@@ -276,8 +277,8 @@ func (x *Executor) podHeld(attemptID, host string) (bool, error) {
 	return err == nil, err
 }
 
-func podDeleted(r *run, host string) string {
-	return fmt.Sprintf("PodDeleted: %s's Pod %s was deleted by someone other than quotashare", host, PodName(r.spec.AttemptID, host))
+func podDeleted(r *run, host string) failure {
+	return failed(quotashare.ExitPodDeleted, "%s's Pod %s was deleted by someone other than quotashare", host, PodName(r.spec.AttemptID, host))
 }
 
 // checkUnseen asks the API server of the attempt's Pods that it holds (created) but the
@@ -322,14 +323,14 @@ func (x *Executor) checkUnseen(r *run) {
 }
 
 // fail ends the attempt for a reason of the executor's.
-func (x *Executor) fail(r *run, why string, code *int, capacity bool) {
+func (x *Executor) fail(r *run, why failure, code *int, capacity bool) {
 	x.mu.Lock()
 	reps := x.failLocked(r, why, code, capacity)
 	x.mu.Unlock()
 	x.send(reps)
 }
 
-func (x *Executor) failLocked(r *run, why string, code *int, capacity bool) []quotashare.Report {
+func (x *Executor) failLocked(r *run, why failure, code *int, capacity bool) []quotashare.Report {
 	if r.ending {
 		return nil
 	}
@@ -345,11 +346,11 @@ func (x *Executor) teardown(r *run) []quotashare.Report {
 		r.timer.Stop()
 	}
 	pods := x.attemptPods(r.spec.AttemptID)
-	ending := r.failure
+	ending, why := r.failure.annotation(), r.failure.String()
 	if r.stopping {
-		ending = "stopped by quotashare"
+		ending, why = endingStopped, endingStopped
 	}
-	x.cfg.Logf("kubernetes: ending attempt %s, deleting its %d Pod(s): %s", r.spec.AttemptID, len(pods), ending)
+	x.cfg.Logf("kubernetes: ending attempt %s, deleting its %d Pod(s): %s", r.spec.AttemptID, len(pods), why)
 	if len(pods) == 0 {
 		return []quotashare.Report{x.end(r)}
 	}
@@ -410,16 +411,16 @@ func (x *Executor) end(r *run) quotashare.Report {
 	}
 	rep := quotashare.Report{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptExited, Signalled: r.signalled, ExitCode: r.exitCode}
 	switch {
-	case r.failure != "":
+	case r.failure.Kind != "":
 		rep.Capacity = r.capacity
-		rep.Kind, rep.Reason = failureKind(r.failure), r.failure
+		rep.Kind, rep.Cause, rep.Detail = r.failure.Kind, r.failure.Cause, r.failure.Detail
 	case r.stopping:
-		rep.Kind, rep.Reason = quotashare.ExitStopped, "Stopped: the attempt's Pods were deleted"
+		rep.Kind, rep.Detail = quotashare.ExitStopped, "the attempt's Pods were deleted"
 		if !r.signalled {
-			rep.Success, rep.Kind, rep.Reason = true, quotashare.ExitCompleted, fmt.Sprintf("Completed: all %d Pod(s) succeeded", len(r.hosts))
+			rep.Success, rep.Kind, rep.Detail = true, quotashare.ExitCompleted, fmt.Sprintf("all %d Pod(s) succeeded", len(r.hosts))
 		}
 	default:
-		rep.Success, rep.Kind, rep.Reason = true, quotashare.ExitCompleted, fmt.Sprintf("Completed: all %d Pod(s) succeeded", len(r.hosts))
+		rep.Success, rep.Kind, rep.Detail = true, quotashare.ExitCompleted, fmt.Sprintf("all %d Pod(s) succeeded", len(r.hosts))
 	}
 	id := r.spec.AttemptID
 	pods := x.attemptPods(id)
@@ -484,7 +485,7 @@ func (x *Executor) arm(r *run) {
 		var reps []quotashare.Report
 		if x.runs[r.spec.AttemptID] == r && !r.ending {
 			r.signalled = true
-			reps = x.failLocked(r, fmt.Sprintf("Timeout: the attempt ran longer than its limit of %s (%s) and was stopped", d, what), nil, false)
+			reps = x.failLocked(r, failed(quotashare.ExitTimeout, "the attempt ran longer than its limit of %s (%s) and was stopped", d, what), nil, false)
 		}
 		x.mu.Unlock()
 		x.send(reps)

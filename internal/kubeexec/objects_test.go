@@ -151,7 +151,7 @@ func TestPodStatus(t *testing.T) {
 			"CannotPullContainerError: algo-1's container cannot start (ErrImagePull): not found", false},
 	} {
 		w, f, u := pending("algo-1", c.p)
-		if w != c.waiting || f != c.failure || u != c.unsched {
+		if w != c.waiting || f.String() != c.failure || u != c.unsched {
 			t.Errorf("%s: pending = %q %q %v, want %q %q %v", c.name, w, f, u, c.waiting, c.failure, c.unsched)
 		}
 	}
@@ -159,12 +159,12 @@ func TestPodStatus(t *testing.T) {
 		Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", Message: " out of memory "}}}}}}
 	exit.Name = "p"
 	why, code := podFailure("algo-2", exit)
-	if why != "AlgorithmError: algo-2 exit code 137 (signal 9) (OOMKilled): out of memory" || code == nil || *code != 137 {
+	if why.String() != "AlgorithmError: algo-2 exit code 137 (signal 9) (OOMKilled): out of memory" || code == nil || *code != 137 {
 		t.Errorf("OOM: %q %v", why, code)
 	}
 	evicted := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on disk"}}
 	evicted.Name = "p"
-	if why, code := podFailure("algo-1", evicted); why != "Evicted: algo-1's Pod p was evicted by the cluster: low on disk" || code != nil {
+	if why, code := podFailure("algo-1", evicted); why.String() != "Evicted: algo-1's Pod p was evicted by the cluster: low on disk" || code != nil {
 		t.Errorf("evicted: %q %v", why, code)
 	}
 }

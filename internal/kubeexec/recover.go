@@ -37,10 +37,10 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 		svc := services[spec.AttemptID]
 		switch {
 		case svc == nil && spec.Stopping:
-			x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Kind: quotashare.ExitStopped, Reason: "Stopped before it started"})
+			x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Kind: quotashare.ExitStopped, Detail: "before it started"})
 		case svc == nil:
 			if err := x.launch(newRun(spec), nil); err != nil {
-				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Kind: quotashare.ExitCannotStart, Reason: "CannotStart: " + err.Error()})
+				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Kind: quotashare.ExitCannotStart, Detail: err.Error()})
 			}
 		default:
 			if err := x.adopt(spec, svc); err != nil {
@@ -98,12 +98,12 @@ func (x *Executor) adopt(spec quotashare.AttemptSpec, svc *corev1.Service) error
 	x.cfg.Logf("kubernetes: adopting attempt %s (launched %v, %d of %d Pod(s) shown)", spec.AttemptID, r.launched, len(pods), len(r.hosts))
 	var reps []quotashare.Report
 	switch ending := svc.Annotations[AnnotationEnding]; {
-	case spec.Stopping || ending == "stopped by quotashare":
+	case spec.Stopping || ending == endingStopped:
 		r.stopping = true
 		r.signalled = !x.allSucceeded(r)
 		reps = x.teardown(r)
 	case ending != "":
-		r.failure = ending
+		r.failure = readEnding(ending)
 		reps = x.teardown(r)
 	case !r.launched:
 		// The server stopped while creating the Pods: create the rest.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 
+	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/objstore"
 	"github.com/quotashare/quotashare/internal/supervisor"
 	"github.com/quotashare/quotashare/internal/trainingjob"
@@ -93,7 +94,7 @@ func (x *Executor) stage(r *run) error {
 		}
 		n, b, stamps, err := x.cfg.Objects.Download(c.bucket, c.prefix, dir)
 		if gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchBucket) {
-			return &jobError{fmt.Errorf("ClientError: CheckpointConfig.S3Uri %s: the bucket %s does not exist", c.uri, c.bucket)}
+			return &jobError{fmt.Errorf("CheckpointConfig.S3Uri %s: the bucket %s does not exist", c.uri, c.bucket), quotashare.ExitClientError}
 		}
 		if err != nil {
 			return fmt.Errorf("staging the checkpoint %s: %w", c.uri, err)

@@ -58,7 +58,12 @@ func (x *Executor) Start(spec quotashare.AttemptSpec) error {
 	x.mu.Unlock()
 	if err != nil {
 		var je *jobError
-		if errors.As(err, &je) {
+		if errors.As(err, &je) && je.kind != "" {
+			// The job's data: reported with its own kind (ClientError), using an attempt.
+			go x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Kind: je.kind, Detail: je.err.Error()})
+			return nil
+		}
+		if je != nil {
 			return err // the job's own fault: CannotStart uses one of its attempts
 		}
 		// The host's: requeued with a backoff, without using an attempt.
@@ -67,7 +72,7 @@ func (x *Executor) Start(spec quotashare.AttemptSpec) error {
 	}
 	running := quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptRunning}
 	if r.ckpt != nil {
-		running.Reason, running.Resumed = r.ckpt.Resumed, r.ckpt.files > 0
+		running.Detail, running.Resumed = r.ckpt.Resumed, r.ckpt.files > 0
 	}
 	x.report(running)
 	return nil
@@ -77,7 +82,7 @@ func (x *Executor) Start(spec quotashare.AttemptSpec) error {
 func (x *Executor) launch(r *run) error {
 	req := r.spec.Request
 	if req == nil {
-		return x.failLaunch(r, &jobError{errors.New("serviceRequestPayload: the attempt carries no parsed request")})
+		return x.failLaunch(r, &jobError{err: errors.New("serviceRequestPayload: the attempt carries no parsed request")})
 	}
 	if x.cfg.JobUsers != nil {
 		uid, err := x.userFor(r.spec.Queue, r.spec.Share)
@@ -102,7 +107,7 @@ func (x *Executor) launch(r *run) error {
 		if need > len(free) {
 			delete(x.runs, r.spec.AttemptID)
 			go x.report(quotashare.Report{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptExited, Capacity: true, Kind: quotashare.ExitCapacity,
-				Reason: fmt.Sprintf("CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the attempt needs %d GPUs and %d of this host's %d are free", need, len(free), len(x.cfg.GPUs))})
+				Cause: quotashare.CauseInsufficientCapacity, Detail: fmt.Sprintf("the attempt needs %d GPUs and %d of this host's %d are free", need, len(free), len(x.cfg.GPUs))})
 			return nil
 		}
 	}
@@ -168,7 +173,10 @@ func (x *Executor) launch(r *run) error {
 
 // jobError is a launch failure that is the job's fault (its entrypoint is no program);
 // any other launch failure is the host's (descriptors, disk, process limits).
-type jobError struct{ err error }
+type jobError struct {
+	err  error
+	kind quotashare.ExitKind // the report's kind: "" for CannotStart
+}
 
 func (e *jobError) Error() string { return e.err.Error() }
 
@@ -178,7 +186,7 @@ func (e *jobError) Unwrap() error { return e.err }
 // capacity, it requeues the job with a backoff and uses none of its attempts.
 func hostFailure(spec quotashare.AttemptSpec, err error) quotashare.Report {
 	return quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
-		Kind: quotashare.ExitHostError, Reason: "HOST:LAUNCH_FAILED - this host could not launch the attempt: " + err.Error()}
+		Kind: quotashare.ExitHostError, Cause: quotashare.CauseLaunchFailed, Detail: "this host could not launch the attempt: " + err.Error()}
 }
 
 func (x *Executor) failLaunch(r *run, err error) error {
@@ -233,7 +241,7 @@ func lookPath(name string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", &jobError{fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint[0]: %q is no program in the job's PATH (%s)", name, path)}
+	return "", &jobError{err: fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint[0]: %q is no program in the job's PATH (%s)", name, path)}
 }
 
 // baseEnv is what every job's environment starts from: BaseEnv and the variables of the

@@ -139,7 +139,7 @@ if [ -d /opt/ml/input/config ]; then cat /opt/ml/input/config/resourceconfig.jso
 		t.Fatal(err)
 	}
 	if rep := ch.next(t, quotashare.AttemptExited); !rep.Success {
-		t.Fatalf("attempt failed: %s", rep.Reason)
+		t.Fatalf("attempt failed: %s", rep.Reason())
 	}
 	var gpus []string
 	for _, host := range []string{"algo-1", "algo-2"} {
@@ -208,7 +208,7 @@ func TestGPUsNotShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := ch.next(t, quotashare.AttemptExited)
-	if rep.AttemptID != "a2" || !rep.Capacity || !strings.Contains(rep.Reason, "needs 1 GPUs and 0 of this host's 2 are free") {
+	if rep.AttemptID != "a2" || !rep.Capacity || !strings.Contains(rep.Reason(), "needs 1 GPUs and 0 of this host's 2 are free") {
 		t.Fatalf("second attempt: %+v", rep)
 	}
 	os.WriteFile(gate, nil, 0o644)
@@ -255,7 +255,7 @@ func TestStop(t *testing.T) {
 	if waited := time.Since(stopped); waited < 500*time.Millisecond {
 		t.Errorf("reported gone %s after SIGTERM, before the grace period", waited)
 	}
-	if rep.Success || !strings.Contains(rep.Reason, "was killed before it could exit (SIGKILL)") || !strings.Contains(rep.Reason, "ignoring SIGTERM") {
+	if rep.Success || !strings.Contains(rep.Reason(), "was killed before it could exit (SIGKILL)") || !strings.Contains(rep.Reason(), "ignoring SIGTERM") {
 		t.Errorf("stubborn job: %+v", rep)
 	}
 }
@@ -289,7 +289,7 @@ func TestMultiInstanceFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := ch.next(t, quotashare.AttemptExited)
-	if rep.Success || *rep.ExitCode != 3 || rep.Reason != "AlgorithmError: algo-2 exit code 3 [last output: CUDA out of memory]" {
+	if rep.Success || *rep.ExitCode != 3 || rep.Reason() != "AlgorithmError: algo-2 exit code 3 [last output: CUDA out of memory]" {
 		t.Errorf("report: %+v", rep)
 	}
 }
@@ -369,7 +369,7 @@ func TestRecoverDuringLaunch(t *testing.T) {
 		got[rep.AttemptID] = rep
 	}
 	for _, id := range []string{"unstarted", "legacy"} {
-		if rep := got[id]; !rep.Capacity || rep.Kind != quotashare.ExitCapacity || !strings.Contains(rep.Reason, "while launching") {
+		if rep := got[id]; !rep.Capacity || rep.Kind != quotashare.ExitCapacity || !strings.Contains(rep.Reason(), "while launching") {
 			t.Errorf("attempt %s: %+v", id, rep)
 		}
 	}
@@ -419,6 +419,22 @@ func TestJournalRewrite(t *testing.T) {
 		if !reflect.DeepEqual(states[id], st) {
 			t.Errorf("%s: %+v", id, states[id])
 		}
+	}
+}
+
+// TestFailureFile: what a failed instance wrote to /opt/ml/output/failure is its
+// statusReason's word, as it is SageMaker's FailureReason, rather than its last output; an
+// empty file leaves the last output.
+func TestFailureFile(t *testing.T) {
+	x, ch := newExec(t, t.TempDir(), time.Second)
+	pl := payload(t, `echo "Traceback: noise" >&2; mkdir -p "$SM_OUTPUT_DIR"; if [ "$SM_CURRENT_HOST" = algo-1 ]; then printf 'ValueError: learning rate -1\nmust be positive\n' > "$SM_OUTPUT_DIR/failure"; else : > "$SM_OUTPUT_DIR/failure"; fi; exit 2`, nil)
+	if err := x.Start(spec("f", pl, quotashare.Demand{InstanceType: "ml.g5.xlarge", Count: 2})); err != nil {
+		t.Fatal(err)
+	}
+	rep := ch.next(t, quotashare.AttemptExited)
+	want := "AlgorithmError: algo-1 exit code 2: ValueError: learning rate -1 must be positive; algo-2 exit code 2 [last output: Traceback: noise]"
+	if rep.Success || rep.Kind != quotashare.ExitAlgorithmError || rep.Reason() != want {
+		t.Errorf("reason %q, want %q", rep.Reason(), want)
 	}
 }
 
@@ -539,7 +555,7 @@ func TestHostLaunchFailure(t *testing.T) {
 		t.Fatalf("Start = %v, want the failure reported", err)
 	}
 	rep := ch.next(t, quotashare.AttemptExited)
-	if !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.HasPrefix(rep.Reason, "HOST:LAUNCH_FAILED - this host could not launch the attempt: ") {
+	if !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.HasPrefix(rep.Reason(), "HOST:LAUNCH_FAILED - this host could not launch the attempt: ") {
 		t.Errorf("report %+v", rep)
 	}
 
@@ -555,7 +571,7 @@ func TestHostLaunchFailure(t *testing.T) {
 		t.Fatalf("Start = %v, want the failure reported", err)
 	}
 	rep = ch.next(t, quotashare.AttemptExited)
-	if !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.Contains(rep.Reason, "algo-1: its supervisor could not prepare the instance's folder") {
+	if !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.Contains(rep.Reason(), "algo-1: its supervisor could not prepare the instance's folder") {
 		t.Errorf("report %+v", rep)
 	}
 }
@@ -897,7 +913,7 @@ func TestExitOnFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := ch.next(t, quotashare.AttemptExited)
-	if !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.Contains(rep.Reason, "disk") {
+	if !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.Contains(rep.Reason(), "disk") {
 		t.Errorf("a job whose status the full disk lost: %+v, want a host failure naming the disk", rep)
 	}
 }
@@ -947,7 +963,7 @@ func TestFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := ch.next(t, quotashare.AttemptExited)
-	if rep.AttemptID != "kept" || !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.Contains(rep.Reason, "HOST:FENCED") {
+	if rep.AttemptID != "kept" || !rep.Capacity || rep.Kind != quotashare.ExitHostError || !strings.Contains(rep.Reason(), "HOST:FENCED") {
 		t.Errorf("the fenced attempt's end: %+v", rep)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "kept", "algo-1", "model", "checkpoint")); string(b) != "saved\n" {

@@ -54,7 +54,7 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 			x.mu.Unlock()
 			if spec.Stopping {
 				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
-					Kind: quotashare.ExitStopped, Reason: "Stopped before it started"})
+					Kind: quotashare.ExitStopped, Detail: "before it started"})
 				continue
 			}
 			if x.cfg.RelaunchAfter > 0 {
@@ -65,7 +65,7 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 			}
 			if err := x.Start(spec); err != nil {
 				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
-					Kind: quotashare.ExitCannotStart, Reason: "CannotStart: " + err.Error()})
+					Kind: quotashare.ExitCannotStart, Detail: err.Error()})
 			}
 			continue
 		}
@@ -113,7 +113,7 @@ func (x *Executor) Recover(specs []quotashare.AttemptSpec) error {
 					return
 				}
 				x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited, Capacity: true,
-					Kind: quotashare.ExitCapacity, Reason: "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - the server stopped while launching the attempt"})
+					Kind: quotashare.ExitCapacity, Cause: quotashare.CauseInsufficientCapacity, Detail: "the server stopped while launching the attempt"})
 			}()
 			continue
 		}
@@ -169,7 +169,7 @@ func (x *Executor) relaunchLater(spec quotashare.AttemptSpec) {
 		x.mu.Unlock()
 		if err != nil {
 			x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
-				Kind: quotashare.ExitCannotStart, Reason: "CannotStart: " + err.Error()})
+				Kind: quotashare.ExitCannotStart, Detail: err.Error()})
 		} else if stopped {
 			x.Stop(spec.AttemptID)
 		}

@@ -24,7 +24,7 @@ func (x *Executor) Stop(attemptID string) error {
 		delete(x.pending, attemptID)
 		jobID, _, _ := quotashare.ParseAttemptID(attemptID)
 		go x.report(quotashare.Report{JobID: jobID, AttemptID: attemptID, State: quotashare.AttemptExited,
-			Kind: quotashare.ExitStopped, Reason: "Stopped before it started"})
+			Kind: quotashare.ExitStopped, Detail: "before it started"})
 		return nil
 	}
 	r := x.runs[attemptID]

@@ -5,6 +5,7 @@ package procexec
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -132,19 +133,19 @@ func (x *Executor) exited(r *run) {
 		// the next attempt can start.
 		close(c.stop)
 		if strings.HasPrefix(c.Resumed, "resumed") {
-			rep.Reason += " (" + c.Resumed + ")" // kept with the attempt, for describe and explain
+			rep.Detail += " (" + c.Resumed + ")" // kept with the attempt, for describe and explain
 		}
 		if err := x.keep(r); err != nil {
-			rep.Reason += fmt.Sprintf("; its last checkpoint was not all kept at %s: %v", c.uri, err)
+			rep.Detail += fmt.Sprintf("; its last checkpoint was not all kept at %s: %v", c.uri, err)
 			x.cfg.Logf("quotashare: keeping the last checkpoint of attempt %s at %s: %v", r.spec.AttemptID, c.uri, err)
 		}
 	}
 	if rep.Success {
 		note, err := x.uploadOutputs(r)
 		if err != nil {
-			rep.Success, rep.Kind, rep.Reason = false, quotashare.ExitClientError, "ClientError: "+err.Error()
+			rep.Success, rep.Kind, rep.Cause, rep.Detail = false, quotashare.ExitClientError, "", err.Error()
 		}
-		rep.Reason += note
+		rep.Detail += note
 	}
 	x.report(rep)
 }
@@ -194,7 +195,7 @@ func (x *Executor) result(r *run) quotashare.Report {
 			if code > 128 && code < 160 {
 				what += fmt.Sprintf(" (signal %d)", code-128)
 			}
-			failed = append(failed, fmt.Sprintf("%s %s%s", is.Host, what, tail(idir)))
+			failed = append(failed, fmt.Sprintf("%s %s%s", is.Host, what, said(idir)))
 			if rep.ExitCode == nil {
 				rep.ExitCode = &code
 			}
@@ -203,35 +204,58 @@ func (x *Executor) result(r *run) quotashare.Report {
 	switch {
 	case r.fenced && !r.stopping:
 		rep.Capacity, rep.Kind, rep.ExitCode, rep.Success = true, quotashare.ExitHostError, nil, false
-		rep.Reason = "HOST:FENCED - the server that launched the attempt stopped renewing its lease on the store, and its supervisors stopped the job so that another replica could run it; the job is requeued without using an attempt"
+		rep.Cause, rep.Detail = quotashare.CauseFenced, "the server that launched the attempt stopped renewing its lease on the store, and its supervisors stopped the job so that another replica could run it; the job is requeued without using an attempt"
 	case r.statusLost != nil && r.launchErr == nil && !r.timedOut:
 		rep.Capacity, rep.Kind, rep.ExitCode = true, quotashare.ExitHostError, nil
-		rep.Reason = "HOST:DISK_FULL - " + r.statusLost.Error() + "; the job is requeued without using an attempt"
+		rep.Cause, rep.Detail = quotashare.CauseDiskFull, r.statusLost.Error()+"; the job is requeued without using an attempt"
 	case r.hostErr != nil && r.launchErr == nil:
 		h := hostFailure(r.spec, r.hostErr)
-		rep.Capacity, rep.Kind, rep.Reason, rep.ExitCode = true, h.Kind, h.Reason, nil
+		rep.Capacity, rep.Kind, rep.Cause, rep.Detail, rep.ExitCode = true, h.Kind, h.Cause, h.Detail, nil
 	case r.launchErr != nil:
 		var je *jobError
 		if errors.As(r.launchErr, &je) {
-			rep.Kind, rep.Reason = quotashare.ExitCannotStart, "CannotStart: "+r.launchErr.Error()
+			rep.Kind, rep.Detail = cmp.Or(je.kind, quotashare.ExitCannotStart), je.err.Error()
 		} else {
 			h := hostFailure(r.spec, r.launchErr)
-			rep.Capacity, rep.Kind, rep.Reason, rep.ExitCode = true, h.Kind, h.Reason, nil
+			rep.Capacity, rep.Kind, rep.Cause, rep.Detail, rep.ExitCode = true, h.Kind, h.Cause, h.Detail, nil
 		}
 	case r.timedOut:
 		d, what := trainingjob.Limit(r.spec)
 		rep.Kind = quotashare.ExitTimeout
-		rep.Reason = fmt.Sprintf("Timeout: the attempt ran longer than its limit of %s (%s) and was stopped", d, what)
+		rep.Detail = fmt.Sprintf("the attempt ran longer than its limit of %s (%s) and was stopped", d, what)
 		if len(failed) > 0 {
-			rep.Reason += "; " + strings.Join(failed, "; ")
+			rep.Detail += "; " + strings.Join(failed, "; ")
 		}
 	case len(failed) == 0:
 		rep.Success = true
-		rep.Kind, rep.Reason = quotashare.ExitCompleted, fmt.Sprintf("Completed: all %d instance(s) exited 0", len(r.state.Instances))
+		rep.Kind, rep.Detail = quotashare.ExitCompleted, fmt.Sprintf("all %d instance(s) exited 0", len(r.state.Instances))
 	default:
-		rep.Kind, rep.Reason = quotashare.ExitAlgorithmError, "AlgorithmError: "+strings.Join(failed, "; ")
+		rep.Kind, rep.Detail = quotashare.ExitAlgorithmError, strings.Join(failed, "; ")
 	}
 	return rep
+}
+
+// said is what a failed instance says of its failure, for a statusReason: what it wrote
+// to /opt/ml/output/failure, as SageMaker's FailureReason is, or else the last lines of
+// its output.
+func said(idir string) string {
+	b, err := readHead(filepath.Join(idir, "output", "failure"), 1024)
+	if err == nil {
+		if s := strings.Join(strings.Fields(string(b)), " "); s != "" {
+			return ": " + s
+		}
+	}
+	return tail(idir)
+}
+
+// readHead reads the first n bytes of a file (all of it when shorter).
+func readHead(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
 }
 
 // tail returns the last lines of an instance's stderr (or stdout), for a statusReason.

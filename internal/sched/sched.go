@@ -290,13 +290,13 @@ const MaxInstances = 1_000_000
 // CheckCapacity validates an environment's capacity limits: one per instance type, none
 // negative.
 func CheckCapacity(limits []quotashare.Demand) error {
-	return checkDemands("capacityLimits", limits, true)
+	return checkDemands(quotashare.FieldLimits, limits, true)
 }
 
 // CheckPriority validates a schedulingPriority: 0 to 9999.
 func CheckPriority(p int) error {
 	if p < quotashare.MinPriority || p > quotashare.MaxPriority {
-		return fmt.Errorf("schedulingPriority: %d must be from %d to %d", p, quotashare.MinPriority, quotashare.MaxPriority)
+		return quotashare.FieldErrorf(quotashare.FieldPriority, "%d must be from %d to %d", p, quotashare.MinPriority, quotashare.MaxPriority)
 	}
 	return nil
 }
@@ -305,26 +305,29 @@ func CheckPriority(p int) error {
 // positive count.
 func CheckNeed(need []quotashare.Demand) error {
 	if len(need) == 0 {
-		return fmt.Errorf("resourceConfig: the job needs at least one instance")
+		return quotashare.FieldErrorf(quotashare.FieldNeed, "the job needs at least one instance")
 	}
-	return checkDemands("resourceConfig", need, false)
+	return checkDemands(quotashare.FieldNeed, need, false)
 }
 
-func checkDemands(field string, ds []quotashare.Demand, zeroOK bool) error {
+func checkDemands(field quotashare.Field, ds []quotashare.Demand, zeroOK bool) error {
+	bad := func(i int, part quotashare.Part, format string, args ...any) error {
+		return &quotashare.FieldError{Field: field, Index: i, Part: part, Msg: fmt.Sprintf(format, args...)}
+	}
 	seen := map[string]bool{}
 	for i, d := range ds {
 		if d.InstanceType == "" {
-			return fmt.Errorf("%s[%d].capacityUnit: must name an instance type", field, i)
+			return bad(i, quotashare.PartType, "must name an instance type")
 		}
 		if seen[d.InstanceType] {
-			return fmt.Errorf("%s[%d].capacityUnit: instance type %s is listed twice", field, i, d.InstanceType)
+			return bad(i, quotashare.PartType, "instance type %s is listed twice", d.InstanceType)
 		}
 		seen[d.InstanceType] = true
 		if d.Count < 0 || (d.Count == 0 && !zeroOK) {
-			return fmt.Errorf("%s[%d].maxCapacity: %d must be positive", field, i, d.Count)
+			return bad(i, quotashare.PartCount, "%d must be positive", d.Count)
 		}
 		if d.Count > MaxInstances {
-			return fmt.Errorf("%s[%d].maxCapacity: %d is more than %d instances", field, i, d.Count, MaxInstances)
+			return bad(i, quotashare.PartCount, "%d is more than %d instances", d.Count, MaxInstances)
 		}
 	}
 	return nil
@@ -333,24 +336,24 @@ func checkDemands(field string, ds []quotashare.Demand, zeroOK bool) error {
 // CheckShare validates a share's configuration: its name, strategy, borrow limit and limits.
 func CheckShare(cfg Share) error {
 	if !quotashare.ValidName(cfg.Name) {
-		return fmt.Errorf("quotaShareName: %q must be 1-128 letters, digits, '-' or '_'", cfg.Name)
+		return quotashare.FieldErrorf(quotashare.FieldShare, "%q must be 1-128 letters, digits, '-' or '_'", cfg.Name)
 	}
 	if !cfg.Strategy.Valid() {
-		return fmt.Errorf("resourceSharingConfiguration.strategy: %q must be RESERVE, LEND or LEND_AND_BORROW", cfg.Strategy)
+		return quotashare.FieldErrorf(quotashare.FieldStrategy, "%q must be RESERVE, LEND or LEND_AND_BORROW", cfg.Strategy)
 	}
 	if cfg.Strategy == quotashare.LendAndBorrow && (cfg.BorrowLimit < -1 || cfg.BorrowLimit > MaxInstances) {
-		return fmt.Errorf("resourceSharingConfiguration.borrowLimit: %d must be -1 (unlimited) or from 0 to %d percent", cfg.BorrowLimit, MaxInstances)
+		return quotashare.FieldErrorf(quotashare.FieldBorrowLimit, "%d must be -1 (unlimited) or from 0 to %d percent", cfg.BorrowLimit, MaxInstances)
 	}
 	if cfg.MinRunTime < 0 || cfg.MinRunTime > MaxMinRunTime || cfg.MinRunTime%time.Second != 0 {
-		return fmt.Errorf("quotashareMinRunTime.seconds: %v must be whole seconds from 0 to %d", cfg.MinRunTime, int(MaxMinRunTime/time.Second))
+		return quotashare.FieldErrorf(quotashare.FieldMinRunTime, "%v must be whole seconds from 0 to %d", cfg.MinRunTime, int(MaxMinRunTime/time.Second))
 	}
 	if cfg.MinRunTimeAgainstReclaim && cfg.MinRunTime == 0 {
-		return fmt.Errorf("quotashareMinRunTime.againstReclaim: applies only with a minimum run time above 0 seconds")
+		return quotashare.FieldErrorf(quotashare.FieldMinRunTimeAgainstReclaim, "applies only with a minimum run time above 0 seconds")
 	}
 	if len(cfg.Limits) < 1 || len(cfg.Limits) > MaxShareLimits {
-		return fmt.Errorf("capacityLimits: a quota share has 1 to %d limits, one per instance type; got %d", MaxShareLimits, len(cfg.Limits))
+		return quotashare.FieldErrorf(quotashare.FieldLimits, "a quota share has 1 to %d limits, one per instance type; got %d", MaxShareLimits, len(cfg.Limits))
 	}
-	return checkDemands("capacityLimits", cfg.Limits, true)
+	return checkDemands(quotashare.FieldLimits, cfg.Limits, true)
 }
 
 // MaxShareLimits is how many instance-type limits a quota share may have (AWS's number).
@@ -365,7 +368,7 @@ func (s *Scheduler) SetShare(cfg Share) error {
 	cfg.Limits = slices.Clone(cfg.Limits)
 	sh := s.shares[cfg.Name]
 	if sh == nil && len(s.shares) >= s.cfg.MaxShares {
-		return fmt.Errorf("quotaShareName: the job queue already has %d quota shares, the most it may have", s.cfg.MaxShares)
+		return quotashare.FieldErrorf(quotashare.FieldShare, "the job queue already has %d quota shares, the most it may have", s.cfg.MaxShares)
 	}
 	if sh == nil {
 		sh = &share{cfg: cfg, all: ordered.NewTreap(victimKeyOf, victimOrder)}
@@ -409,7 +412,7 @@ func (s *Scheduler) RemoveShare(name string) error {
 
 func (s *Scheduler) newJob(j Job) (*job, error) {
 	if j.ID == "" {
-		return nil, fmt.Errorf("jobId: must not be empty")
+		return nil, quotashare.FieldErrorf(quotashare.FieldJobID, "must not be empty")
 	}
 	if err := CheckPriority(j.Priority); err != nil {
 		return nil, err
@@ -419,7 +422,7 @@ func (s *Scheduler) newJob(j Job) (*job, error) {
 	}
 	sh := s.shares[j.Share]
 	if sh == nil {
-		return nil, fmt.Errorf("quotaShareName: quota share %s does not exist", j.Share)
+		return nil, quotashare.FieldErrorf(quotashare.FieldShare, "quota share %s does not exist", j.Share)
 	}
 	if err := CheckNeed(j.Need); err != nil {
 		return nil, err

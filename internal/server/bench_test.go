@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/sdkbench"
 )
 
@@ -23,7 +24,7 @@ type instantExecutor struct{ report func(quotashare.Report) }
 
 func (x instantExecutor) Check(*quotashare.TrainingRequest) error { return nil }
 func (x instantExecutor) Start(a quotashare.AttemptSpec) error {
-	go x.report(quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptExited, Success: true, Reason: "Completed"})
+	go x.report(quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptExited, Success: true, Detail: "Completed"})
 	return nil
 }
 func (x instantExecutor) Stop(string) error                      { return nil }
@@ -157,7 +158,7 @@ func BenchmarkSubmitToScheduled(b *testing.B) {
 				// knows it is SCHEDULED; else the job is polled through the API until a
 				// later commit has it (an upper bound).
 				at := time.Now()
-				if j, _ := s.Engine().Job(*out.JobId); j.Status == quotashare.Runnable {
+				if j, _ := control.Get(s.Engine(), func(st *control.State) (quotashare.Job, error) { return st.Job(*out.JobId) }); j.Status == quotashare.Runnable {
 					for range 5000 {
 						d, err := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: out.JobId})
 						if err == nil && d.Status != types.ServiceJobStatusRunnable {

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/procexec"
 )
@@ -175,6 +176,16 @@ func waitStatus(t *testing.T, c *batch.Client, id string, want ...types.ServiceJ
 
 func listAll(q string) control.ListFilter {
 	return control.ListFilter{Queue: q, Filter: "JOB_NAME", Values: []string{"*"}}
+}
+
+// allJobs is the first max jobs of queue q, read straight from the server's state.
+func allJobs(s *Server, q string, max int) ([]quotashare.Job, error) {
+	var jobs []quotashare.Job
+	err := s.Engine().View(func(st *control.State) (err error) {
+		jobs, _, err = st.ListJobs(listAll(q), 0, max)
+		return err
+	})
+	return jobs, err
 }
 
 type dispatchJobInput = control.JobInput

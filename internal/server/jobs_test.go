@@ -102,7 +102,7 @@ func TestSubmitIdempotent(t *testing.T) {
 	in.JobName = aws.String("other")
 	_, err := c.SubmitServiceJob(ctx, in)
 	clientError(t, err, "clientToken: tok-1 was already used for another request")
-	jobs, _, _ := s.Engine().ListJobs(listAll("q"), 0, 100)
+	jobs, _ := allJobs(s, "q", 100)
 	if len(jobs) != 1 {
 		t.Errorf("%d jobs, want 1", len(jobs))
 	}
@@ -363,7 +363,7 @@ func TestClientTokenWholeRequest(t *testing.T) {
 	if *again.JobId != *first.JobId {
 		t.Errorf("the original request after an update made job %s, want %s", *again.JobId, *first.JobId)
 	}
-	if jobs, _, _ := s.Engine().ListJobs(listAll("q"), 0, 100); len(jobs) != 1 {
+	if jobs, _ := allJobs(s, "q", 100); len(jobs) != 1 {
 		t.Errorf("%d jobs, want 1", len(jobs))
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/quotashare/quotashare"
+	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/sdkx"
 )
 
@@ -64,7 +65,7 @@ func (x *timedExecutor) Start(a quotashare.AttemptSpec) error {
 	}
 	go x.report(quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptRunning})
 	x.timers[a.AttemptID] = time.AfterFunc(kueueClasses[class].run, func() {
-		x.report(quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptExited, Success: true, Reason: "Completed"})
+		x.report(quotashare.Report{JobID: a.JobID, AttemptID: a.AttemptID, State: quotashare.AttemptExited, Success: true, Detail: "Completed"})
 	})
 	return nil
 }
@@ -79,7 +80,7 @@ func (x *timedExecutor) Stop(id string) error {
 	x.mu.Unlock()
 	if stopped {
 		jobID, _, _ := quotashare.ParseAttemptID(id)
-		go x.report(quotashare.Report{JobID: jobID, AttemptID: id, State: quotashare.AttemptExited, Signalled: true, Reason: "stopped"})
+		go x.report(quotashare.Report{JobID: jobID, AttemptID: id, State: quotashare.AttemptExited, Signalled: true, Detail: "stopped"})
 	}
 	return nil
 }
@@ -251,7 +252,7 @@ func kueueShape(b *testing.B, minRun map[string]any) {
 	for _, sb := range subs {
 		first := x.starts[sb.id]
 		if *kueueLocal {
-			j, err := s.Engine().Job(sb.id)
+			j, err := control.Get(s.Engine(), func(st *control.State) (quotashare.Job, error) { return st.Job(sb.id) })
 			if err != nil {
 				b.Fatal(err)
 			}

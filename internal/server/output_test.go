@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -60,7 +61,8 @@ func untar(t *testing.T, r io.Reader) map[string]string {
 // TestOutputs: a successful attempt's /opt/ml/model and /opt/ml/output/data become
 // <S3OutputPath>/<TrainingJobName>/output/model.tar.gz and output.tar.gz in the object
 // store (CompressionType NONE: the files as they are); a malformed S3OutputPath or CompressionType is refused at submit, naming the field; an upload that fails (no such
-// bucket) leaves the job FAILED as a ClientError naming the URI.
+// bucket) leaves the job FAILED as a ClientError naming the URI, as does a CheckpointConfig
+// whose bucket does not exist when the attempt starts.
 func TestOutputs(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Start(Config{Addr: "127.0.0.1:0", Data: dir, Grace: time.Second, Logf: t.Logf})
@@ -131,5 +133,16 @@ func TestOutputs(t *testing.T) {
 	if r := aws.ToString(d.StatusReason); d.Status != types.ServiceJobStatusFailed ||
 		!strings.Contains(r, "ClientError: the attempt's model could not be uploaded to s3://nobucket/x/train-9/output/model.tar.gz") {
 		t.Errorf("train-9: %s %s", d.Status, r)
+	}
+
+	// A CheckpointConfig whose bucket does not exist when the attempt starts: the job's
+	// data, so ClientError (not CannotStart), at once.
+	out := must[*batch.SubmitServiceJobOutput](t)(c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
+		JobName: aws.String("ckpt"), JobQueue: aws.String("q"), ServiceJobType: types.ServiceJobTypeSagemakerTraining,
+		ServiceRequestPayload: aws.String(checkpointJob(filepath.Join(dir, "never"), "s3://nockpt/jobs")), QuotaShareName: aws.String("a")}))
+	d = waitStatus(t, c, aws.ToString(out.JobId), types.ServiceJobStatusSucceeded, types.ServiceJobStatusFailed)
+	if r := aws.ToString(d.StatusReason); d.Status != types.ServiceJobStatusFailed ||
+		!strings.HasPrefix(r, "ClientError: CheckpointConfig.S3Uri s3://nockpt/jobs: the bucket nockpt does not exist") {
+		t.Errorf("a checkpoint bucket that does not exist: %s %s", d.Status, r)
 	}
 }

@@ -134,7 +134,7 @@ func failover(b *testing.B, pg *pgtest.Server, n int) time.Duration {
 	}
 	took := time.Since(cut)
 	<-led
-	if jobs, _, err := sb.Engine().ListJobs(listAll("q"), 0, n+10); err != nil || len(jobs) < n+2 {
+	if jobs, err := allJobs(sb, "q", n+10); err != nil || len(jobs) < n+2 {
 		b.Errorf("the new leader lists %d jobs (%v), want %d", len(jobs), err, n+2)
 	}
 	return took

@@ -308,7 +308,7 @@ func TestValidation(t *testing.T) {
 	if qs := must[*batch.DescribeJobQueuesOutput](t)(c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{"q"}})); qs.JobQueues[0].State != "ENABLED" {
 		t.Errorf("the queue after the refusals: %s, want ENABLED", qs.JobQueues[0].State)
 	}
-	jobs, _, _ := s.Engine().ListJobs(listAll("q"), 0, 100)
+	jobs, _ := allJobs(s, "q", 100)
 	if len(jobs) != 0 {
 		t.Errorf("jobs after the refusals: %d, want 0", len(jobs))
 	}
@@ -416,7 +416,7 @@ func TestIntegerRange(t *testing.T) {
 			t.Errorf("%d %s %q, want a ClientException containing %q", resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), e.Message, c.want)
 		}
 	}
-	if jobs, _, _ := s.Engine().ListJobs(listAll("q"), 0, 100); len(jobs) != 0 {
+	if jobs, _ := allJobs(s, "q", 100); len(jobs) != 0 {
 		t.Errorf("%d jobs made", len(jobs))
 	}
 }

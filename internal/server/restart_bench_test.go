@@ -112,7 +112,7 @@ func bigStore(b *testing.B, dir string, queued, finished int) {
 	for _, id := range submit("done", finished) {
 		cycle([]quotashare.Report{{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptRunning}}, false)
 		cycle([]quotashare.Report{{JobID: id, AttemptID: id + "-1", State: quotashare.AttemptExited, Success: true,
-			ExitCode: new(int), Reason: "Completed: all 1 instance(s) exited 0"}}, false)
+			ExitCode: new(int), Kind: quotashare.ExitCompleted, Detail: "all 1 instance(s) exited 0"}}, false)
 		flush(false)
 	}
 	submit("q", queued)

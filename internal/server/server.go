@@ -791,7 +791,7 @@ var hostName = regexp.MustCompile(`^algo-[1-9][0-9]{0,4}$`)
 func (s *Server) logs(l *leadership, w http.ResponseWriter, r *http.Request) {
 	// A log can be large and its client slow: it gets longer than an API answer.
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.logWrite))
-	j, err := l.engine.Job(r.PathValue("job"))
+	j, err := control.Get(l.engine, func(st *control.State) (quotashare.Job, error) { return st.Job(r.PathValue("job")) })
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return

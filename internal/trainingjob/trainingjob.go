@@ -220,6 +220,7 @@ type Paths struct {
 
 // Env is the environment SageMaker gives a training container: the request's
 // Environment, then SM_CURRENT_HOST, SM_HOSTS, SM_HPS and SM_HP_<NAME>, SM_MODEL_DIR,
+// SM_OUTPUT_DIR (where a failing job writes its reason, in the file "failure"),
 // SM_OUTPUT_DATA_DIR, SM_CURRENT_INSTANCE_TYPE, SM_CHANNELS and SM_CHANNEL_<NAME>.
 func Env(r *Request, host string, hosts []string, instanceType string, p Paths) map[string]string {
 	env := map[string]string{}
@@ -239,6 +240,7 @@ func Env(r *Request, host string, hosts []string, instanceType string, p Paths) 
 		env["SM_HP_"+strings.ToUpper(EnvName(k))] = v
 	}
 	env["SM_MODEL_DIR"] = p.Model
+	env["SM_OUTPUT_DIR"] = path.Dir(p.OutputData) // <ml>/output, as the SageMaker training toolkit sets it
 	env["SM_OUTPUT_DATA_DIR"] = p.OutputData
 	env["SM_CURRENT_INSTANCE_TYPE"] = instanceType
 	channels := []string{}
