@@ -51,11 +51,33 @@ type TrainingChannel struct {
 	DataSource  struct {
 		S3DataSource *struct {
 			S3Uri string `json:"S3Uri"`
+			// S3DataType is S3Prefix (the default): every object under S3Uri.
+			S3DataType string `json:"S3DataType"`
+			// S3DataDistributionType is FullyReplicated (the default: every instance gets
+			// every object) or ShardedByS3Key (instance i of n gets the objects whose
+			// index in key order is i modulo n).
+			S3DataDistributionType string `json:"S3DataDistributionType"`
 		} `json:"S3DataSource"`
 		FileSystemDataSource *struct {
 			DirectoryPath string `json:"DirectoryPath"`
 		} `json:"FileSystemDataSource"`
 	} `json:"DataSource"`
+}
+
+// S3 is the channel's data in an object store: its s3:// URI, or "" when the channel's
+// data is not there (a folder on this host).
+func (c TrainingChannel) S3() string {
+	if s3 := c.DataSource.S3DataSource; s3 != nil && strings.HasPrefix(s3.S3Uri, "s3://") {
+		return s3.S3Uri
+	}
+	return ""
+}
+
+// Sharded says whether the channel's objects are split between the instances
+// (ShardedByS3Key) rather than each given all of them.
+func (c TrainingChannel) Sharded() bool {
+	s3 := c.DataSource.S3DataSource
+	return s3 != nil && s3.S3DataDistributionType == "ShardedByS3Key"
 }
 
 // LocalPath is the channel's data as a path on this host: a FileSystemDataSource

@@ -92,7 +92,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 		b.SetBytes(files * size)
 		for b.Loop() {
 			dst := b.TempDir()
-			if n, _, _, err := st.Download("ckpt", "job", dst); err != nil || n != files {
+			if n, _, _, err := st.Download("ckpt", "job", dst, nil); err != nil || n != files {
 				b.Fatal(n, err)
 			}
 		}

@@ -27,8 +27,9 @@ type Stamp struct {
 // Download copies every object under prefix in bucket into dir, by the rest of its key
 // (keys that would leave dir, or that end in '/', are skipped), and returns how many
 // files and bytes it wrote and the stamps of the files it wrote. A missing bucket is an
-// error; an empty prefix in it is none.
-func (s *Store) Download(bucket, prefix, dir string) (files int, bytes int64, stamps map[string]Stamp, err error) {
+// error; an empty prefix in it is none. keep, if set, chooses the objects: it is given
+// each object's index in key order (among those under prefix) and its key.
+func (s *Store) Download(bucket, prefix, dir string, keep func(i int, key string) bool) (files int, bytes int64, stamps map[string]Stamp, err error) {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/" // s3://b/ckpt is the folder ckpt, not every key that starts so
 	}
@@ -37,9 +38,13 @@ func (s *Store) Download(bucket, prefix, dir string) (files int, bytes int64, st
 		return 0, 0, nil, err
 	}
 	stamps = map[string]Stamp{}
+	i := -1
 	for _, c := range l.Contents {
 		rel := strings.TrimPrefix(c.Key, prefix)
 		if rel == "" || strings.HasSuffix(rel, "/") || !filepath.IsLocal(rel) {
+			continue
+		}
+		if i++; keep != nil && !keep(i, c.Key) {
 			continue
 		}
 		path := filepath.Join(dir, filepath.FromSlash(rel))

@@ -29,7 +29,7 @@ import (
 
 // Objects is the object store the executor keeps checkpoints and outputs in.
 type Objects interface {
-	Download(bucket, prefix, dir string) (files int, bytes int64, stamps map[string]objstore.Stamp, err error)
+	Download(bucket, prefix, dir string, keep func(i int, key string) bool) (files int, bytes int64, stamps map[string]objstore.Stamp, err error)
 	Upload(dir, bucket, prefix string, sent map[string]objstore.Stamp) (files int, bytes int64, err error)
 	Put(bucket, key string, r io.Reader) error
 }
@@ -92,7 +92,7 @@ func (x *Executor) stage(r *run) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		n, b, stamps, err := x.cfg.Objects.Download(c.bucket, c.prefix, dir)
+		n, b, stamps, err := x.cfg.Objects.Download(c.bucket, c.prefix, dir, nil)
 		if gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchBucket) {
 			return &jobError{fmt.Errorf("CheckpointConfig.S3Uri %s: the bucket %s does not exist", c.uri, c.bucket), quotashare.ExitClientError}
 		}
@@ -180,7 +180,11 @@ func (x *Executor) writeConfig(r *run, req *trainingjob.Request, hosts []string)
 	}
 	channels := map[string]any{}
 	for _, c := range req.InputDataConfig {
-		channels[c.ChannelName] = map[string]string{"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+		dist := "FullyReplicated"
+		if c.Sharded() {
+			dist = "ShardedByS3Key"
+		}
+		channels[c.ChannelName] = map[string]string{"TrainingInputMode": "File", "S3DistributionType": dist, "RecordWrapperType": "None"}
 	}
 	for _, is := range r.state.Instances {
 		idir := filepath.Join(r.dir, is.Host)

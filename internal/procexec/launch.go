@@ -56,6 +56,22 @@ func (x *Executor) Start(spec quotashare.AttemptSpec) error {
 	x.runs[spec.AttemptID] = r
 	err := x.launch(r)
 	x.mu.Unlock()
+	if errors.Is(err, errStaging) {
+		return nil // the staging goroutine launches it, and reports
+	}
+	return x.launched(r, err)
+}
+
+// launched reports what became of a launch: RUNNING, or the attempt's end. It returns
+// the error of a launch the job's own fault made fail (CannotStart, for the caller to
+// report).
+func (x *Executor) launched(r *run, err error) error {
+	spec := r.spec
+	if errors.Is(err, errStoppedStaging) {
+		go x.report(quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptExited,
+			Kind: quotashare.ExitStopped, Detail: "before it started (while its data was staged)"})
+		return nil
+	}
 	if err != nil {
 		var je *jobError
 		if errors.As(err, &je) && je.kind != "" {
@@ -70,12 +86,45 @@ func (x *Executor) Start(spec quotashare.AttemptSpec) error {
 		go x.report(hostFailure(spec, err))
 		return nil
 	}
+	var said []string
 	running := quotashare.Report{JobID: spec.JobID, AttemptID: spec.AttemptID, State: quotashare.AttemptRunning}
 	if r.ckpt != nil {
-		running.Detail, running.Resumed = r.ckpt.Resumed, r.ckpt.files > 0
+		said, running.Resumed = append(said, r.ckpt.Resumed), r.ckpt.files > 0
 	}
+	for _, name := range slices.Sorted(maps.Keys(r.channels)) {
+		said = append(said, "channel "+name+": "+r.channels[name])
+	}
+	running.Detail = strings.Join(said, "; ")
 	x.report(running)
 	return nil
+}
+
+// stageThenLaunch copies the attempt's data into its folders, with the executor's lock
+// released, then launches it: a Start returns at once, and neither the lock nor the
+// server's calls after it wait for gigabytes to be copied. A Stop meanwhile ends the
+// attempt before it starts.
+func (x *Executor) stageThenLaunch(r *run, req *trainingjob.Request, hosts []string) {
+	err := x.stageData(r, req)
+	x.mu.Lock()
+	r.staging = false
+	select {
+	case <-x.done:
+		err = x.failLaunch(r, errors.New("the executor closed while the attempt's data was staged"))
+	default:
+		switch {
+		case err != nil:
+			err = x.failLaunch(r, err)
+		case r.stopping:
+			err = x.failLaunch(r, errStoppedStaging)
+		default:
+			err = x.start(r, req, hosts)
+		}
+	}
+	x.mu.Unlock()
+	if err := x.launched(r, err); err != nil {
+		x.report(quotashare.Report{JobID: r.spec.JobID, AttemptID: r.spec.AttemptID, State: quotashare.AttemptExited,
+			Kind: quotashare.ExitCannotStart, Detail: err.Error()})
+	}
 }
 
 // launch starts the processes. Call with x.mu held.
@@ -127,13 +176,21 @@ func (x *Executor) launch(r *run) error {
 		}
 		r.state.Instances = append(r.state.Instances, is)
 	}
-	// The checkpoint before the attempt is recorded: a server that dies while staging it
-	// finds no launch, and stages it again.
-	if r.ckpt = newCheckpoints(req); r.ckpt != nil {
-		if err := x.stage(r); err != nil {
-			return x.failLaunch(r, err)
-		}
+	// The checkpoint and the S3 channels before the attempt is recorded: a server that
+	// dies while staging them finds no launch, and stages them again. They are copied
+	// apart (stageThenLaunch); the attempt's GPUs stay its own meanwhile.
+	r.ckpt = newCheckpoints(req)
+	if r.ckpt != nil || x.cfg.Objects != nil && slices.ContainsFunc(req.InputDataConfig, func(c trainingjob.Channel) bool { return c.S3() != "" }) {
+		r.staging = true
+		go x.stageThenLaunch(r, req, hosts)
+		return errStaging
 	}
+	return x.start(r, req, hosts)
+}
+
+// start writes the attempt's config and journal record and starts its processes. Call
+// with x.mu held.
+func (x *Executor) start(r *run, req *trainingjob.Request, hosts []string) error {
 	if err := x.writeConfig(r, req, hosts); err != nil {
 		return x.failLaunch(r, err)
 	}
@@ -143,7 +200,7 @@ func (x *Executor) launch(r *run) error {
 	if err := x.journal.record(r.spec.AttemptID, r.state); err != nil {
 		return x.failLaunch(r, err)
 	}
-	r.instances = len(types)
+	r.instances = len(r.state.Instances)
 	for i := range r.state.Instances {
 		is := &r.state.Instances[i]
 		cmd, err := x.command(r, req, is, hosts)
@@ -169,6 +226,22 @@ func (x *Executor) launch(r *run) error {
 		go x.keepEvery(r)
 	}
 	return nil
+}
+
+// errStaging: the attempt's data is being staged; stageThenLaunch goes on.
+var errStaging = errors.New("staging")
+
+// errStoppedStaging: a Stop came while the attempt's data was staged.
+var errStoppedStaging = errors.New("stopped while its data was staged")
+
+// stageData copies the attempt's checkpoint and S3 channels into its instances' folders.
+func (x *Executor) stageData(r *run, req *trainingjob.Request) error {
+	if r.ckpt != nil {
+		if err := x.stage(r); err != nil {
+			return err
+		}
+	}
+	return x.stageChannels(r, req)
 }
 
 // jobError is a launch failure that is the job's fault (its entrypoint is no program);
@@ -266,15 +339,16 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 		ml = supervisor.OptML
 		env[supervisor.OptMLEnv] = "1"
 	}
-	channel := trainingjob.Channel.LocalPath
-	if x.optML {
-		// /opt/ml/input/data/<name>, linked to the channel's folder by writeConfig.
-		channel = func(c trainingjob.Channel) string {
-			if p := c.LocalPath(); p == "" || !filepath.IsLocal(c.ChannelName) {
-				return p
-			}
+	channel := func(c trainingjob.Channel) string {
+		if _, staged := r.channels[c.ChannelName]; staged {
+			return filepath.Join(ml, "input", "data", c.ChannelName) // copied there
+		}
+		p := c.LocalPath()
+		if x.optML && p != "" {
+			// /opt/ml/input/data/<name>, linked to the channel's folder by writeConfig.
 			return filepath.Join(ml, "input", "data", c.ChannelName)
 		}
+		return p
 	}
 	maps.Copy(env, trainingjob.Env(req, is.Host, hosts, is.Type, trainingjob.Paths{
 		Model: filepath.Join(ml, "model"), OutputData: filepath.Join(ml, "output", "data"), Channel: channel}))

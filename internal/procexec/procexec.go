@@ -72,7 +72,8 @@ type Config struct {
 	Objects         Objects
 	CheckpointEvery time.Duration
 	// UnstagedChannels accepts payloads whose InputDataConfig channels name data the
-	// executor does not stage (the job fetches its own); by default they are refused.
+	// executor does not stage (the job fetches its own), and leaves it S3 channels whose
+	// bucket the object store does not have; by default they are refused.
 	UnstagedChannels bool
 	// PassEnv names variables of the server's environment that jobs get too; beyond
 	// them a job sees only BaseEnv, its payload's Environment and SageMaker's variables.
@@ -193,7 +194,9 @@ type run struct {
 	fenced     bool   // a supervisor stopped its job when the server stopped renewing its lease
 	uid        uint32 // the user its jobs run as (0: the server's)
 	ckpt       *checkpoints
-	signalled  bool // some program was still running when SIGTERM was sent
+	channels   map[string]string // the S3 channels staged, and what of them
+	staging    bool              // its data is being staged, the lock released: a Stop marks it stopping
+	signalled  bool              // some program was still running when SIGTERM was sent
 }
 
 // runState is what the attempt's folder records: enough to adopt it after a restart.
@@ -346,18 +349,10 @@ func (x *Executor) Check(req *quotashare.TrainingRequest) error {
 	if len(req.AlgorithmSpecification.ContainerEntrypoint) == 0 {
 		return fmt.Errorf("serviceRequestPayload.AlgorithmSpecification.ContainerEntrypoint: is required by the local executor, which runs ContainerEntrypoint + ContainerArguments as a process on this host; set it (e.g. [\"python\", \"train.py\"]), or run the server with --executor kubernetes, which runs the TrainingImage")
 	}
-	// Channels are staged only from this host's folders: data elsewhere would be missing
-	// when the job reads it, long after the submit.
-	if !x.cfg.UnstagedChannels {
-		var remote []string
-		for _, c := range req.InputDataConfig {
-			if c.LocalPath() == "" {
-				remote = append(remote, c.ChannelName)
-			}
-		}
-		if len(remote) > 0 {
-			return fmt.Errorf("serviceRequestPayload.InputDataConfig: channel(s) %s name data the local executor does not stage (only FileSystemDataSource directories and file:// or /path S3Uris on this host); point them at local folders, or run the server with --unstaged-channels allow if the job fetches its own data", strings.Join(remote, ", "))
-		}
+	// Channels are staged from this host's folders and the object store: data elsewhere
+	// would be missing when the job reads it, long after the submit.
+	if err := x.channelRule(req); err != nil {
+		return err
 	}
 	if err := x.checkpointRule(req); err != nil {
 		return err

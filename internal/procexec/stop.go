@@ -31,6 +31,10 @@ func (x *Executor) Stop(attemptID string) error {
 	if r == nil || r.stopping {
 		return nil
 	}
+	if r.staging {
+		r.stopping = true // no process yet: launch ends it once the staging returns
+		return nil
+	}
 	x.stop(r)
 	return nil
 }

@@ -157,12 +157,17 @@ func describe(t *testing.T, c *batch.Client, id string) *batch.DescribeServiceJo
 	return must[*batch.DescribeServiceJobOutput](t)(c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(id)}))
 }
 
-// waitStatus polls the job through the API until it is in one of the states (ten seconds
-// at most: these jobs are short scripts).
+// waitStatus polls the job through the API until it is in one of the states. These jobs
+// are short scripts, but a busy machine may take long to run them: the wait is bounded
+// only by the test binary's -timeout (less a margin, to fail with the job's state).
 func waitStatus(t *testing.T, c *batch.Client, id string, want ...types.ServiceJobStatus) *batch.DescribeServiceJobOutput {
 	t.Helper()
 	var d *batch.DescribeServiceJobOutput
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	deadline, ok := t.Deadline()
+	if !ok {
+		deadline = time.Now().Add(10 * time.Minute)
+	}
+	for deadline = deadline.Add(-15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		d = describe(t, c, id)
 		for _, w := range want {
 			if d.Status == w {

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -88,12 +89,26 @@ func Parse(payload string) (*Request, error) {
 				return nil, fmt.Errorf("serviceRequestPayload.InputDataConfig[%d].DataSource.S3DataSource.S3Uri: %w", i, err)
 			}
 		}
+		if s3 := c.DataSource.S3DataSource; s3 != nil {
+			if t := s3.S3DataType; t != "" && t != "S3Prefix" {
+				return nil, fmt.Errorf("serviceRequestPayload.InputDataConfig[%d].DataSource.S3DataSource.S3DataType: %q is not supported; quotashare stages S3Prefix channels (every object under S3Uri)", i, t)
+			}
+			if d := s3.S3DataDistributionType; d != "" && d != "FullyReplicated" && d != "ShardedByS3Key" {
+				return nil, fmt.Errorf("serviceRequestPayload.InputDataConfig[%d].DataSource.S3DataSource.S3DataDistributionType: %q must be FullyReplicated or ShardedByS3Key", i, d)
+			}
+		}
+		if !channelName.MatchString(c.ChannelName) || c.ChannelName == "." || c.ChannelName == ".." {
+			return nil, fmt.Errorf("serviceRequestPayload.InputDataConfig[%d].ChannelName: %q must be 1-64 letters, digits, '.', '-' or '_' (SageMaker's rule; it is a folder under /opt/ml/input/data)", i, c.ChannelName)
+		}
 	}
 	if m := r.StoppingCondition.MaxRuntimeInSeconds; m < 0 || m > math.MaxInt32 {
 		return nil, fmt.Errorf("serviceRequestPayload.StoppingCondition.MaxRuntimeInSeconds: %d must be from 1 to %d", m, math.MaxInt32)
 	}
 	return &r, nil
 }
+
+// channelName is SageMaker's rule for a ChannelName.
+var channelName = regexp.MustCompile(`^[A-Za-z0-9.\-_]{1,64}$`)
 
 // DefaultCheckpointPath is CheckpointConfig.LocalPath when the payload gives none.
 const DefaultCheckpointPath = "/opt/ml/checkpoints"
