@@ -25,15 +25,23 @@ import (
 // reports collects an executor's reports.
 type reports chan quotashare.Report
 
+// next waits for the next report of the state: as long as the test binary's -timeout
+// allows (less a margin to fail with a message), not a time of its own, which a busy
+// machine can outlast.
 func (r reports) next(t *testing.T, state quotashare.ReportState) quotashare.Report {
 	t.Helper()
+	deadline, ok := t.Deadline()
+	if !ok {
+		deadline = time.Now().Add(10 * time.Minute)
+	}
+	timeout := time.After(time.Until(deadline.Add(-10 * time.Second)))
 	for {
 		select {
 		case rep := <-r:
 			if rep.State == state {
 				return rep
 			}
-		case <-time.After(20 * time.Second):
+		case <-timeout:
 			t.Fatalf("no report of state %d", state)
 		}
 	}
