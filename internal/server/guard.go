@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/quotashare/quotashare/internal/identity"
 	"github.com/quotashare/quotashare/internal/objstore"
 )
 
@@ -94,10 +95,11 @@ func (g *siteGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, r, fmt.Sprintf("a request from another site (Origin %q) is refused: this server answers its own pages and API clients only", o))
 		return
 	}
-	// An S3 request's body is the object, of any type. A page cannot send one: the
-	// Authorization header that marks it makes the browser ask first (CORS preflight),
-	// which this server never grants.
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && !isDashboard(r.URL.Path) && r.ContentLength != 0 && !objstore.IsS3(r) {
+	// An S3 request's body is the object, of any type, and STS's and IAM's a form. A page
+	// cannot send one: the Authorization header that marks it makes the browser ask first
+	// (CORS preflight), which this server never grants.
+	_, idReq := identity.Service(r)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !isDashboard(r.URL.Path) && r.ContentLength != 0 && !objstore.IsS3(r) && !idReq {
 		ct := r.Header.Get("Content-Type")
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasPrefix(mt, "application/x-amz-json")) {

@@ -31,6 +31,7 @@ import (
 	"github.com/quotashare/quotashare/internal/control"
 	"github.com/quotashare/quotashare/internal/dashboard"
 	"github.com/quotashare/quotashare/internal/dispatch"
+	"github.com/quotashare/quotashare/internal/identity"
 	"github.com/quotashare/quotashare/internal/objstore"
 	"github.com/quotashare/quotashare/internal/pgstore"
 	"github.com/quotashare/quotashare/internal/procexec"
@@ -287,6 +288,16 @@ func Start(cfg Config) (*Server, error) {
 			api.ServeHTTP(w, r)
 		})
 	}
+	// STS and IAM, for the SDKs' identity calls (internal/identity).
+	ids := identity.Handler(identity.Config{Verifier: verifier, Account: cfg.Account, Created: time.Now()})
+	beside := current
+	current = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := identity.Service(r); ok {
+			ids.ServeHTTP(w, r)
+			return
+		}
+		beside.ServeHTTP(w, r)
+	})
 	s.http = &http.Server{Handler: newSiteGuard(current, cfg.AllowedHosts, cfg.Addr, cfg.AdvertiseAddr),
 		ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes}
 	go func() { s.done <- s.http.Serve(capConns(ln, lim.MaxConns)) }()

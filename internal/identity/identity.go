@@ -1,0 +1,172 @@
+// Package identity answers the AWS identity calls that SDK code makes before anything
+// else: STS GetCallerIdentity, and IAM GetRole and SimulatePrincipalPolicy. The SageMaker
+// Python SDK's ModelTrainer asks STS who it is (a role or an assumed role, or it stops),
+// then IAM for that role. quotashare has no IAM: each principal of the server's
+// credentials is the assumed role quotashare-<principal> of the server's account, and
+// its policy file, not IAM, decides what it may do. Requests are told apart by their
+// SigV4 credential scope (sts or iam), as S3's are, and use AWS's query protocol (a form
+// body, XML answers).
+package identity
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/quotashare/quotashare/internal/batchapi"
+)
+
+// Service is the service a request's credential scope names, if it is sts or iam.
+func Service(r *http.Request) (string, bool) {
+	_, rest, ok := strings.Cut(r.Header.Get("Authorization"), "Credential=")
+	if !ok {
+		return "", false
+	}
+	cred, _, _ := strings.Cut(rest, ",")
+	parts := strings.Split(strings.TrimSpace(cred), "/")
+	if len(parts) != 5 || parts[4] != "aws4_request" || parts[3] != "sts" && parts[3] != "iam" {
+		return "", false
+	}
+	return parts[3], true
+}
+
+// Config is what the handler needs.
+type Config struct {
+	// Verifier checks signatures (nil: the server has no credentials; every caller is
+	// the principal "quotashare").
+	Verifier *batchapi.Verifier
+	// Account is the account id the ARNs name.
+	Account string
+	// Created is when the roles are said to have been created (the server's start).
+	Created time.Time
+}
+
+// Handler answers STS and IAM requests.
+func Handler(cfg Config) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		service, _ := Service(r)
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, batchapi.MaxBody))
+		if err != nil {
+			fail(w, service, http.StatusBadRequest, "InvalidInput", "request body: "+err.Error())
+			return
+		}
+		name := "quotashare"
+		if cfg.Verifier != nil {
+			p, err := cfg.Verifier.VerifyService(r, service, body)
+			if err != nil {
+				fail(w, service, http.StatusForbidden, batchapi.AuthErrorCode(err), err.Error())
+				return
+			}
+			name = batchapi.AccessKeyOf(r)
+			if p != nil {
+				name = p.Name
+			}
+		}
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			fail(w, service, http.StatusBadRequest, "MalformedInput", "the body is not a form: "+err.Error())
+			return
+		}
+		role := "quotashare-" + name
+		switch a := form.Get("Action"); {
+		case service == "sts" && a == "GetCallerIdentity":
+			answer(w, service, a, struct {
+				Arn     string `xml:"Arn"`
+				UserId  string `xml:"UserId"`
+				Account string `xml:"Account"`
+			}{fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/%s", cfg.Account, role, name), "AROA" + strings.ToUpper(hex.EncodeToString([]byte(role)))[:16] + ":" + name, cfg.Account})
+		case service == "iam" && a == "GetRole":
+			if form.Get("RoleName") != role {
+				fail(w, service, http.StatusNotFound, "NoSuchEntity", fmt.Sprintf("The role with name %s cannot be found: this quotashare server's principal %s is the role %s", form.Get("RoleName"), name, role))
+				return
+			}
+			type roleOut struct {
+				Path                     string `xml:"Path"`
+				RoleName                 string `xml:"RoleName"`
+				RoleId                   string `xml:"RoleId"`
+				Arn                      string `xml:"Arn"`
+				CreateDate               string `xml:"CreateDate"`
+				AssumeRolePolicyDocument string `xml:"AssumeRolePolicyDocument"`
+				Description              string `xml:"Description"`
+			}
+			answer(w, service, a, struct {
+				Role roleOut `xml:"Role"`
+			}{roleOut{"/", role, "AROA" + strings.ToUpper(hex.EncodeToString([]byte(role)))[:16], fmt.Sprintf("arn:aws:iam::%s:role/%s", cfg.Account, role),
+				cfg.Created.UTC().Format(time.RFC3339),
+				url.QueryEscape(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"sagemaker.amazonaws.com"},"Action":"sts:AssumeRole"}]}`),
+				"the quotashare principal " + name + ": its policy file, not IAM, says what it may do"}})
+		case service == "iam" && a == "SimulatePrincipalPolicy":
+			fail(w, service, http.StatusForbidden, "AccessDenied", "quotashare does not simulate IAM policies: the server's policy file decides what each principal may do")
+		default:
+			fail(w, service, http.StatusBadRequest, "InvalidAction", fmt.Sprintf("Action %q of %s is not served by quotashare, which answers STS GetCallerIdentity and IAM GetRole", a, service))
+		}
+	})
+}
+
+func namespace(service string) string {
+	if service == "iam" {
+		return "https://iam.amazonaws.com/doc/2010-05-08/"
+	}
+	return "https://sts.amazonaws.com/doc/2011-06-15/"
+}
+
+// answer writes <ActionResponse><ActionResult>result</ActionResult><ResponseMetadata>.
+func answer(w http.ResponseWriter, service, action string, result any) {
+	type meta struct {
+		RequestID string `xml:"RequestId"`
+	}
+	out := struct {
+		XMLName xml.Name
+		Xmlns   string `xml:"xmlns,attr"`
+		Result  any
+		Meta    meta `xml:"ResponseMetadata"`
+	}{XMLName: xml.Name{Local: action + "Response"}, Xmlns: namespace(service), Result: wrap{action + "Result", result}, Meta: meta{requestID()}}
+	b, err := xml.Marshal(out)
+	if err != nil {
+		fail(w, service, http.StatusInternalServerError, "ServiceFailure", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/xml")
+	w.Write(append([]byte(xml.Header), b...))
+}
+
+// wrap marshals its value as an element of its name.
+type wrap struct {
+	name  string
+	value any
+}
+
+func (v wrap) MarshalXML(e *xml.Encoder, _ xml.StartElement) error {
+	return e.EncodeElement(v.value, xml.StartElement{Name: xml.Name{Local: v.name}})
+}
+
+// fail writes the query protocol's ErrorResponse.
+func fail(w http.ResponseWriter, service string, status int, code, msg string) {
+	type errOut struct {
+		Type    string `xml:"Type"`
+		Code    string `xml:"Code"`
+		Message string `xml:"Message"`
+	}
+	out := struct {
+		XMLName   xml.Name `xml:"ErrorResponse"`
+		Xmlns     string   `xml:"xmlns,attr"`
+		Error     errOut   `xml:"Error"`
+		RequestID string   `xml:"RequestId"`
+	}{Xmlns: namespace(service), Error: errOut{"Sender", code, msg}, RequestID: requestID()}
+	b, _ := xml.Marshal(out)
+	w.Header().Set("Content-Type", "text/xml")
+	w.WriteHeader(status)
+	w.Write(append([]byte(xml.Header), b...))
+}
+
+func requestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
