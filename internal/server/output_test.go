@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"io"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/aws/smithy-go"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
@@ -58,7 +63,8 @@ func untar(t *testing.T, r io.Reader) map[string]string {
 	}
 }
 
-// TestOutputs: a successful attempt's /opt/ml/model and /opt/ml/output/data become
+// TestOutputs: SageMaker's DescribeTrainingJob of the attempt (its serviceResourceId) says
+// where the model is, or why it failed. A successful attempt's /opt/ml/model and /opt/ml/output/data become
 // <S3OutputPath>/<TrainingJobName>/output/model.tar.gz and output.tar.gz in the object
 // store (CompressionType NONE: the files as they are); a malformed S3OutputPath or CompressionType is refused at submit, naming the field; an upload that fails (no such
 // bucket) leaves the job FAILED as a ClientError naming the URI, as does a CheckpointConfig
@@ -93,6 +99,24 @@ func TestOutputs(t *testing.T) {
 	d := run("train-7", "s3://models/runs", "")
 	if d.Status != types.ServiceJobStatusSucceeded || !strings.Contains(aws.ToString(d.StatusReason), "(its model and output are at s3://models/runs/train-7/output/)") {
 		t.Fatalf("train-7: %s %s", d.Status, aws.ToString(d.StatusReason))
+	}
+	// What the SageMaker SDK does next: the attempt's training job, from SageMaker.
+	sm := sagemaker.New(sagemaker.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.URL), RetryMaxAttempts: 1,
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")})
+	trainingJob := func(d *batch.DescribeServiceJobOutput) *sagemaker.DescribeTrainingJobOutput {
+		t.Helper()
+		arn := aws.ToString(d.LatestAttempt.ServiceResourceId.Value)
+		return must[*sagemaker.DescribeTrainingJobOutput](t)(sm.DescribeTrainingJob(ctx, &sagemaker.DescribeTrainingJobInput{
+			TrainingJobName: aws.String(arn[strings.LastIndex(arn, "/")+1:])}))
+	}
+	if tj := trainingJob(d); tj.TrainingJobStatus != smtypes.TrainingJobStatusCompleted || tj.ModelArtifacts == nil ||
+		aws.ToString(tj.ModelArtifacts.S3ModelArtifacts) != "s3://models/runs/train-7/output/model.tar.gz" ||
+		aws.ToString(tj.TrainingJobArn) != aws.ToString(d.LatestAttempt.ServiceResourceId.Value) || tj.TrainingEndTime == nil {
+		t.Errorf("DescribeTrainingJob of train-7: %s %+v %s", tj.TrainingJobStatus, tj.ModelArtifacts, aws.ToString(tj.TrainingJobArn))
+	}
+	var ae smithy.APIError
+	if _, err := sm.DescribeTrainingJob(ctx, &sagemaker.DescribeTrainingJobInput{TrainingJobName: aws.String("nobody-1")}); !errors.As(err, &ae) || ae.ErrorCode() != "ValidationException" {
+		t.Errorf("DescribeTrainingJob of no job: %v", err)
 	}
 	body := get("runs/train-7/output/model.tar.gz")
 	model := untar(t, body)
@@ -133,6 +157,10 @@ func TestOutputs(t *testing.T) {
 	if r := aws.ToString(d.StatusReason); d.Status != types.ServiceJobStatusFailed ||
 		!strings.Contains(r, "ClientError: the attempt's model could not be uploaded to s3://nobucket/x/train-9/output/model.tar.gz") {
 		t.Errorf("train-9: %s %s", d.Status, r)
+	}
+	if tj := trainingJob(d); tj.TrainingJobStatus != smtypes.TrainingJobStatusFailed || tj.ModelArtifacts != nil ||
+		!strings.Contains(aws.ToString(tj.FailureReason), "ClientError: the attempt's model could not be uploaded") {
+		t.Errorf("DescribeTrainingJob of train-9: %s %q", tj.TrainingJobStatus, aws.ToString(tj.FailureReason))
 	}
 
 	// A CheckpointConfig whose bucket does not exist when the attempt starts: the job's

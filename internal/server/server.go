@@ -36,6 +36,7 @@ import (
 	"github.com/quotashare/quotashare/internal/pgstore"
 	"github.com/quotashare/quotashare/internal/procexec"
 	"github.com/quotashare/quotashare/internal/sched"
+	"github.com/quotashare/quotashare/internal/smapi"
 	"github.com/quotashare/quotashare/internal/sqlite"
 	"github.com/quotashare/quotashare/internal/trainingjob"
 )
@@ -633,7 +634,16 @@ func (s *Server) leaderHandler(l *leadership) http.Handler {
 	// Every principal may read; a team may change jobs in its shares; an admin, anything.
 	arns := batchapi.ARNs{Region: s.cfg.Region, Account: s.cfg.Account}
 	api := batchapi.Authorize(engine, arns, batchapi.New(engine, arns))
-	mux.Handle("/", s.mets.instrument(batchapi.Require(s.verifier, api)))
+	signedAPI := s.mets.instrument(batchapi.Require(s.verifier, api))
+	// SageMaker's DescribeTrainingJob for the attempts the queues ran (internal/smapi).
+	sm := smapi.Handler(smapi.Config{Verifier: s.verifier, State: engine, ARNs: arns})
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if smapi.Is(r) {
+			sm.ServeHTTP(w, r)
+			return
+		}
+		signedAPI.ServeHTTP(w, r)
+	}))
 	// The dashboard: pages for a browser, behind Basic credentials from the same file as
 	// the API's keys; its write actions are API requests in the caller's name.
 	dash := batchapi.RequireBasic(s.verifier, dashboard.New(dashboard.Config{Source: engine,
