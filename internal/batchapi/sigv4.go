@@ -337,6 +337,22 @@ func Require(v *Verifier, h http.Handler) http.Handler {
 	})
 }
 
+// ScopeService is the service a request's SigV4 credential scope names ("" for an
+// unsigned request): how the server tells the Batch API's requests from those of the
+// other services it answers on the same address (s3, sts, iam, sagemaker).
+func ScopeService(r *http.Request) string {
+	_, rest, ok := strings.Cut(r.Header.Get("Authorization"), "Credential=")
+	if !ok {
+		return ""
+	}
+	cred, _, _ := strings.Cut(rest, ",")
+	parts := strings.Split(strings.TrimSpace(cred), "/")
+	if len(parts) != 5 || parts[4] != "aws4_request" {
+		return ""
+	}
+	return parts[3]
+}
+
 // AccessKeyOf is the access key id a request's SigV4 Authorization names ("" without).
 func AccessKeyOf(r *http.Request) string { return accessKeyOf(r) }
 

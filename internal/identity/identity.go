@@ -24,16 +24,8 @@ import (
 
 // Service is the service a request's credential scope names, if it is sts or iam.
 func Service(r *http.Request) (string, bool) {
-	_, rest, ok := strings.Cut(r.Header.Get("Authorization"), "Credential=")
-	if !ok {
-		return "", false
-	}
-	cred, _, _ := strings.Cut(rest, ",")
-	parts := strings.Split(strings.TrimSpace(cred), "/")
-	if len(parts) != 5 || parts[4] != "aws4_request" || parts[3] != "sts" && parts[3] != "iam" {
-		return "", false
-	}
-	return parts[3], true
+	s := batchapi.ScopeService(r)
+	return s, s == "sts" || s == "iam"
 }
 
 // Config is what the handler needs.

@@ -19,14 +19,7 @@ import (
 // IsS3 says whether a request is for the object store: its SigV4 credential scope names
 // the service s3. Requests are told apart this way because S3's path-style URLs
 // (/bucket/key) could be any path.
-func IsS3(r *http.Request) bool {
-	_, rest, ok := strings.Cut(r.Header.Get("Authorization"), "Credential=")
-	if !ok {
-		return false
-	}
-	cred, _, _ := strings.Cut(rest, ",")
-	return strings.HasSuffix(strings.TrimSpace(cred), "/s3/aws4_request")
-}
+func IsS3(r *http.Request) bool { return batchapi.ScopeService(r) == "s3" }
 
 // Config is what the handler needs.
 type Config struct {

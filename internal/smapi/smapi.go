@@ -23,14 +23,7 @@ import (
 )
 
 // Is says whether a request's credential scope names the service sagemaker.
-func Is(r *http.Request) bool {
-	_, rest, ok := strings.Cut(r.Header.Get("Authorization"), "Credential=")
-	if !ok {
-		return false
-	}
-	cred, _, _ := strings.Cut(rest, ",")
-	return strings.HasSuffix(strings.TrimSpace(cred), "/sagemaker/aws4_request")
-}
+func Is(r *http.Request) bool { return batchapi.ScopeService(r) == "sagemaker" }
 
 // Config is what the handler needs.
 type Config struct {
