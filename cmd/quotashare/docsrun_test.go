@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDocsCLIRuns runs the command-line guide's commands (docs/cli.md's first block), as
+// written, against a real server: options in brackets are left out, JOB is the job the
+// guide's first submit made, the live commands (watch, logs --follow) run for a moment,
+// and the shell's `source <(...)` runs what it sources. Each must succeed; so the guide
+// cannot ask for a command or flag that no longer works.
+func TestDocsCLIRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	b, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := string(b)
+	block = block[strings.Index(block, "```sh\n")+6:]
+	block = block[:strings.Index(block, "```")]
+	block = strings.ReplaceAll(block, "\\\n", " ")
+
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	s := startServer(t, data, "--quiet")
+	bin, _ := buildBinary()
+	job := ""
+	ran := 0
+	for _, line := range strings.Split(block, "\n") {
+		line, _, _ = strings.Cut(line, "#") // a comment (no command here quotes '#')
+		line = regexp.MustCompile(`\[[^]]*\]`).ReplaceAllString(line, "")
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "source <("))
+		line = strings.TrimSuffix(line, ")")
+		if line == "" {
+			continue
+		}
+		out := ""
+		if i := strings.Index(line, " > "); i >= 0 { // a redirect to a file of the test's
+			line, out = line[:i], filepath.Join(dir, strings.TrimSpace(line[i+3:]))
+		}
+		args := strings.Fields(strings.ReplaceAll(line, `"superseded"`, "superseded"))
+		if args[0] != "quotashare" {
+			t.Fatalf("docs/cli.md quotes %q, not a quotashare command", line)
+		}
+		args = args[1:]
+		for i, a := range args {
+			switch {
+			case a == "JOB":
+				args[i] = job
+			case a == "./quotashare-data":
+				args[i] = data
+			case a == "backup.db":
+				args[i] = filepath.Join(dir, "backup.db")
+			case a == "examples/three-projects.yaml":
+				args[i], _ = filepath.Abs("../../" + a)
+			}
+		}
+		if args[0] != "completion" && args[0] != "backup" {
+			args = append([]string{args[0], "--endpoint", s.url}, args[1:]...)
+		}
+		live := args[0] == "watch" || args[0] == "logs"
+		ctx, cancel := context.WithCancel(context.Background())
+		if live {
+			ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+			args = append(args, "--follow")
+			if args[0] == "watch" {
+				args = args[:len(args)-1]
+			}
+		}
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Dir = dir
+		got, err := cmd.CombinedOutput()
+		cancel()
+		if live && ctx.Err() != nil {
+			err = nil // ran until stopped, as a user stops it
+		}
+		if err != nil {
+			t.Fatalf("quotashare %s: %v\n%s", strings.Join(args, " "), err, got)
+		}
+		if out != "" {
+			if err := os.WriteFile(out, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if args[0] == "submit" && job == "" {
+			// "submitted train-1: <id>": JOB in what follows.
+			f := strings.Fields(string(got))
+			job = f[len(f)-1]
+		}
+		ran++
+	}
+	if ran < 14 || job == "" { // the guide quotes fourteen
+		t.Fatalf("ran %d commands of docs/cli.md (job %q): the block was not found whole", ran, job)
+	}
+}
