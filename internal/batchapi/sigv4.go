@@ -107,31 +107,29 @@ func (e *authError) Error() string { return e.msg }
 
 // Verify checks r, whose body has been read into body.
 func (v *Verifier) Verify(r *http.Request, body []byte) error {
+	_, err := v.verifyBody(r, "batch", body)
+	return err
+}
+
+// verifyBody checks r's signature for the service, over a body already read: the
+// X-Amz-Content-Sha256 header, if any, must be its hash or UNSIGNED-PAYLOAD.
+func (v *Verifier) verifyBody(r *http.Request, service string, body []byte) (*Signature, error) {
 	sum := sha256.Sum256(body)
 	payloadHash := hex.EncodeToString(sum[:])
 	if h := r.Header.Get("X-Amz-Content-Sha256"); h == "UNSIGNED-PAYLOAD" {
 		payloadHash = h
 	} else if h != "" && h != payloadHash {
-		return &authError{"InvalidSignatureException", "X-Amz-Content-Sha256 does not match the body"}
+		return nil, &authError{"InvalidSignatureException", "X-Amz-Content-Sha256 does not match the body"}
 	}
-	_, err := v.verify(r, "batch", payloadHash)
-	return err
+	return v.verify(r, service, payloadHash)
 }
 
 // VerifyService checks r, whose body has been read into body, as a request to another
-// AWS service the server answers (sts, iam), and returns its principal (nil without a
+// AWS service the server answers (sts, iam, sagemaker), and returns its principal (nil without a
 // policy file). IAM is global: its requests are signed for us-east-1 whatever the
 // server's region.
 func (v *Verifier) VerifyService(r *http.Request, service string, body []byte) (*Principal, error) {
-	sum := sha256.Sum256(body)
-	if h := r.Header.Get("X-Amz-Content-Sha256"); h != "" && h != "UNSIGNED-PAYLOAD" && h != hex.EncodeToString(sum[:]) {
-		return nil, &authError{"InvalidSignatureException", "X-Amz-Content-Sha256 does not match the body"}
-	}
-	hash := hex.EncodeToString(sum[:])
-	if r.Header.Get("X-Amz-Content-Sha256") == "UNSIGNED-PAYLOAD" {
-		hash = "UNSIGNED-PAYLOAD"
-	}
-	if _, err := v.verify(r, service, hash); err != nil {
+	if _, err := v.verifyBody(r, service, body); err != nil {
 		return nil, err
 	}
 	return v.principals[accessKeyOf(r)], nil

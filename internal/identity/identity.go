@@ -66,13 +66,14 @@ func Handler(cfg Config) http.Handler {
 			return
 		}
 		role := "quotashare-" + name
+		roleID := "AROA" + strings.ToUpper(hex.EncodeToString([]byte(role)))[:16]
 		switch a := form.Get("Action"); {
 		case service == "sts" && a == "GetCallerIdentity":
 			answer(w, service, a, struct {
 				Arn     string `xml:"Arn"`
 				UserId  string `xml:"UserId"`
 				Account string `xml:"Account"`
-			}{fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/%s", cfg.Account, role, name), "AROA" + strings.ToUpper(hex.EncodeToString([]byte(role)))[:16] + ":" + name, cfg.Account})
+			}{fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/%s", cfg.Account, role, name), roleID + ":" + name, cfg.Account})
 		case service == "iam" && a == "GetRole":
 			if form.Get("RoleName") != role {
 				fail(w, service, http.StatusNotFound, "NoSuchEntity", fmt.Sprintf("The role with name %s cannot be found: this quotashare server's principal %s is the role %s", form.Get("RoleName"), name, role))
@@ -89,7 +90,7 @@ func Handler(cfg Config) http.Handler {
 			}
 			answer(w, service, a, struct {
 				Role roleOut `xml:"Role"`
-			}{roleOut{"/", role, "AROA" + strings.ToUpper(hex.EncodeToString([]byte(role)))[:16], fmt.Sprintf("arn:aws:iam::%s:role/%s", cfg.Account, role),
+			}{roleOut{"/", role, roleID, fmt.Sprintf("arn:aws:iam::%s:role/%s", cfg.Account, role),
 				cfg.Created.UTC().Format(time.RFC3339),
 				url.QueryEscape(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"sagemaker.amazonaws.com"},"Action":"sts:AssumeRole"}]}`),
 				"the quotashare principal " + name + ": its policy file, not IAM, says what it may do"}})
