@@ -111,15 +111,21 @@ func FieldErrorf(f Field, format string, args ...any) error {
 // Error is the core's own rendering: "priority: 10000 must be from 0 to 9999",
 // "limits[0].count: -1 must be positive".
 func (e *FieldError) Error() string {
-	s := e.Field.String()
+	return e.Path(e.Field.String(), "type", "count") + ": " + e.Msg
+}
+
+// Path names the field as field[index].part, in another vocabulary: the field's name and
+// those of a demand's two parts (the API's "capacityLimits", "capacityUnit",
+// "maxCapacity").
+func (e *FieldError) Path(field, typePart, countPart string) string {
 	if e.Index >= 0 {
-		s += fmt.Sprintf("[%d]", e.Index)
+		field += fmt.Sprintf("[%d]", e.Index)
 	}
 	switch e.Part {
 	case PartType:
-		s += ".type"
+		field += "." + typePart
 	case PartCount:
-		s += ".count"
+		field += "." + countPart
 	}
-	return s + ": " + e.Msg
+	return field
 }

@@ -6,6 +6,7 @@
 package batchapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -182,20 +183,7 @@ var fieldPaths = map[quotashare.Field]string{
 
 // fieldPath is a core field's path in the API's request: capacityLimits[0].maxCapacity.
 func fieldPath(e *quotashare.FieldError) string {
-	p := fieldPaths[e.Field]
-	if p == "" {
-		p = e.Field.String()
-	}
-	if e.Index >= 0 {
-		p += fmt.Sprintf("[%d]", e.Index)
-	}
-	switch e.Part {
-	case quotashare.PartType:
-		p += ".capacityUnit"
-	case quotashare.PartCount:
-		p += ".maxCapacity"
-	}
-	return p
+	return e.Path(cmp.Or(fieldPaths[e.Field], e.Field.String()), "capacityUnit", "maxCapacity")
 }
 
 // message is an error's text for the API's answer: a field the core named in its own
