@@ -8,7 +8,6 @@ package procexec
 
 import (
 	"archive/tar"
-	"cmp"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -33,8 +32,7 @@ func (x *Executor) uploadOutputs(r *run) (note string, err error) {
 	if x.cfg.Objects == nil {
 		return " (its model stays on this host: the server has no object store for OutputDataConfig)", nil
 	}
-	bucket, prefix, _ := trainingjob.ParseS3URI(o.S3OutputPath) // checked at submit
-	base := path.Join(prefix, cmp.Or(req.TrainingJobName, r.spec.JobName, r.spec.JobID), "output")
+	bucket, base, _ := trainingjob.OutputBase(req, r.spec.JobName, r.spec.JobID)
 	// Each folder, its archive's name and, uncompressed, its folder's in the store.
 	for _, out := range []struct{ dir, name, files string }{{"model", "model", "model"}, {filepath.Join("output", "data"), "output", "data"}} {
 		var dirs []string

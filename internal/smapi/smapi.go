@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path"
 	"strings"
 	"time"
 
@@ -156,14 +155,8 @@ func describe(arns batchapi.ARNs, j quotashare.Job, attempt string) (map[string]
 	}
 	if o := req.OutputDataConfig; o != nil && o.S3OutputPath != "" {
 		out["OutputDataConfig"] = map[string]any{"S3OutputPath": o.S3OutputPath, "CompressionType": cmp.Or(o.CompressionType, "GZIP")}
-		if status == "Completed" {
-			// Where the local executor put the model (procexec's outputs).
-			base := strings.TrimSuffix(o.S3OutputPath, "/") + "/" + path.Join(cmp.Or(req.TrainingJobName, j.Name, j.ID), "output")
-			if o.CompressionType == "NONE" {
-				out["ModelArtifacts"] = map[string]any{"S3ModelArtifacts": base + "/model/"}
-			} else {
-				out["ModelArtifacts"] = map[string]any{"S3ModelArtifacts": base + "/model.tar.gz"}
-			}
+		if uri, ok := trainingjob.ModelArtifacts(req, j.Name, j.ID); ok && status == "Completed" {
+			out["ModelArtifacts"] = map[string]any{"S3ModelArtifacts": uri} // where the local executor put it
 		}
 	}
 	if c := req.CheckpointConfig; c != nil {

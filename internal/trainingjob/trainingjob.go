@@ -5,6 +5,7 @@ package trainingjob
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -122,6 +123,33 @@ func CheckpointPath(r *Request) string {
 		return p
 	}
 	return DefaultCheckpointPath
+}
+
+// OutputBase is where a job's outputs go under its OutputDataConfig, as SageMaker puts
+// them: the bucket, and the key prefix <S3OutputPath's prefix>/<TrainingJobName>/output
+// (the job's name, else its id, for a payload without a TrainingJobName). ok is false
+// without an S3OutputPath.
+func OutputBase(r *Request, jobName, jobID string) (bucket, base string, ok bool) {
+	o := r.OutputDataConfig
+	if o == nil || o.S3OutputPath == "" {
+		return "", "", false
+	}
+	bucket, prefix, _ := ParseS3URI(o.S3OutputPath) // checked at submit
+	return bucket, path.Join(prefix, cmp.Or(r.TrainingJobName, jobName, jobID), "output"), true
+}
+
+// ModelArtifacts is where a successful attempt's /opt/ml/model is kept (OutputBase's
+// model.tar.gz, or its folder model/ when CompressionType is NONE): SageMaker's
+// ModelArtifacts.S3ModelArtifacts.
+func ModelArtifacts(r *Request, jobName, jobID string) (string, bool) {
+	bucket, base, ok := OutputBase(r, jobName, jobID)
+	if !ok {
+		return "", false
+	}
+	if r.OutputDataConfig.CompressionType == "NONE" {
+		return "s3://" + bucket + "/" + path.Join(base, "model") + "/", true
+	}
+	return "s3://" + bucket + "/" + path.Join(base, "model.tar.gz"), true
 }
 
 // ParseS3URI splits s3://bucket/prefix, checking the bucket's name as S3 does (3 to 63
