@@ -4,7 +4,6 @@ package procexec
 // environment SageMaker gives a training job.
 
 import (
-	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -352,7 +351,7 @@ func (x *Executor) environ(r *run, req *trainingjob.Request, is *instanceState, 
 	}
 	maps.Copy(env, trainingjob.Env(req, is.Host, hosts, is.Type, trainingjob.Paths{
 		Model: filepath.Join(ml, "model"), OutputData: filepath.Join(ml, "output", "data"), Channel: channel}))
-	env["TRAINING_JOB_NAME"] = cmp.Or(req.TrainingJobName, r.spec.JobName, r.spec.JobID)
+	env["TRAINING_JOB_NAME"] = trainingjob.JobName(req, r.spec.JobName, r.spec.JobID)
 	env["SM_NUM_GPUS"] = strconv.Itoa(len(is.GPUs))
 	if len(x.cfg.GPUs) > 0 {
 		env["CUDA_VISIBLE_DEVICES"] = strings.Join(is.GPUs, ",")

@@ -126,16 +126,22 @@ func CheckpointPath(r *Request) string {
 }
 
 // OutputBase is where a job's outputs go under its OutputDataConfig, as SageMaker puts
-// them: the bucket, and the key prefix <S3OutputPath's prefix>/<TrainingJobName>/output
-// (the job's name, else its id, for a payload without a TrainingJobName). ok is false
-// without an S3OutputPath.
+// them: the bucket, and the key prefix <S3OutputPath's prefix>/<JobName>/output. ok is
+// false without an S3OutputPath.
 func OutputBase(r *Request, jobName, jobID string) (bucket, base string, ok bool) {
 	o := r.OutputDataConfig
 	if o == nil || o.S3OutputPath == "" {
 		return "", "", false
 	}
 	bucket, prefix, _ := ParseS3URI(o.S3OutputPath) // checked at submit
-	return bucket, path.Join(prefix, cmp.Or(r.TrainingJobName, jobName, jobID), "output"), true
+	return bucket, path.Join(prefix, JobName(r, jobName, jobID), "output"), true
+}
+
+// JobName is the training job's name, as its container sees it (TRAINING_JOB_NAME) and
+// its outputs are named: the payload's TrainingJobName, else the service job's name,
+// else its id.
+func JobName(r *Request, jobName, jobID string) string {
+	return cmp.Or(r.TrainingJobName, jobName, jobID)
 }
 
 // ModelArtifacts is where a successful attempt's /opt/ml/model is kept (OutputBase's
