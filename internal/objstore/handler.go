@@ -4,9 +4,11 @@ package objstore
 // payloads and checksums, read-only principals kept to reads, then gofakes3.
 
 import (
+	"bytes"
 	"encoding/xml"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,6 +79,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	deadline := time.Now().Add(h.cfg.Transfer)
 	rc.SetReadDeadline(deadline)
 	rc.SetWriteDeadline(deadline)
+	if name, ok := bucketOnly(r); ok && r.Method == http.MethodPut && r.URL.RawQuery == "" {
+		if exists, _ := h.cfg.Store.BucketExists(name); exists {
+			// The server is one account, so every bucket is the caller's: S3's answer
+			// to creating one's own bucket again, which clients treat as done.
+			writeError(w, r, http.StatusConflict, "BucketAlreadyOwnedByYou", "Your previous request to create the named bucket succeeded and you already own it.")
+			return
+		}
+	}
+	if _, ok := bucketOnly(r); ok && r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "2" {
+		h.listV2(w, r)
+		return
+	}
 	if r.Method != http.MethodPut && r.Method != http.MethodPost {
 		h.s3.ServeHTTP(w, r)
 		return
@@ -100,6 +114,39 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("Content-Encoding")
 	}
 	h.s3.ServeHTTP(&guard{ResponseWriter: w, r: r, p: p}, r)
+}
+
+// listV2 serves ListObjectsV2 with KeyCount always there: gofakes3 leaves it out when it
+// is 0, and S3 does not (boto3 code reads response["KeyCount"] to see an empty prefix).
+func (h *handler) listV2(w http.ResponseWriter, r *http.Request) {
+	rec := &recorder{header: w.Header(), status: http.StatusOK}
+	h.s3.ServeHTTP(rec, r)
+	body := rec.body.Bytes()
+	if rec.status == http.StatusOK && !bytes.Contains(body, []byte("<KeyCount>")) {
+		if i := bytes.LastIndex(body, []byte("</ListBucketResult>")); i >= 0 {
+			body = slices.Concat(body[:i], []byte("<KeyCount>0</KeyCount>"), body[i:])
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		}
+	}
+	w.WriteHeader(rec.status)
+	w.Write(body)
+}
+
+// recorder keeps a response to rewrite it.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) WriteHeader(code int)        { r.status = code }
+func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+
+// bucketOnly gives the bucket a path-style request names when it names no key.
+func bucketOnly(r *http.Request) (string, bool) {
+	name := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	return name, name != "" && !strings.Contains(name, "/")
 }
 
 // s3AuthError maps the verifier's error types to S3's codes and statuses.

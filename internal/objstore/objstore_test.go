@@ -138,7 +138,7 @@ func TestSDK(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("data")}); code(err) != "BucketAlreadyExists" {
+			if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("data")}); code(err) != "BucketAlreadyOwnedByYou" {
 				t.Errorf("creating a bucket twice: %v", err)
 			}
 			lb, err := c.ListBuckets(ctx, &s3.ListBucketsInput{})
@@ -212,6 +212,14 @@ func TestSDK(t *testing.T) {
 			}
 			if len(top.Contents) != 1 || *top.Contents[0].Key != "top" || !slices.Equal(prefixes, []string{"eval/", "train/"}) {
 				t.Errorf("delimiter /: contents %d, prefixes %v", len(top.Contents), prefixes)
+			}
+			// An empty prefix says KeyCount 0, as S3 does (code reads it to see nothing there).
+			none, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("data"), Prefix: aws.String("nothing/")})
+			if err != nil || none.KeyCount == nil || *none.KeyCount != 0 || len(none.Contents) != 0 {
+				t.Errorf("ListObjectsV2 of an empty prefix: KeyCount %v, %d objects, %v", none.KeyCount, len(none.Contents), err)
+			}
+			if aws.ToInt32(top.KeyCount) != 3 {
+				t.Errorf("ListObjectsV2 with a delimiter: KeyCount %v, want 3", top.KeyCount)
 			}
 
 			// Multipart: two parts of 5 MiB and a last one of 1 KiB, the second sent twice.
