@@ -8,7 +8,10 @@ import "strings"
 // job is submitted and when an attempt is built (AttemptSpec.Request); executors read
 // this and never parse the payload themselves.
 type TrainingRequest struct {
-	TrainingJobName        string `json:"TrainingJobName"`
+	TrainingJobName string `json:"TrainingJobName"`
+	// RoleArn is recorded and answered by DescribeTrainingJob, not assumed: a job runs as
+	// its share's job user.
+	RoleArn                string `json:"RoleArn"`
 	AlgorithmSpecification struct {
 		TrainingImage       string   `json:"TrainingImage"`
 		ContainerEntrypoint []string `json:"ContainerEntrypoint"`

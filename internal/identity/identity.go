@@ -10,12 +10,14 @@ package identity
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/xml"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -66,7 +68,7 @@ func Handler(cfg Config) http.Handler {
 			return
 		}
 		role := "quotashare-" + name
-		roleID := "AROA" + strings.ToUpper(hex.EncodeToString([]byte(role)))[:16]
+		roleID := roleIDOf(role)
 		switch a := form.Get("Action"); {
 		case service == "sts" && a == "GetCallerIdentity":
 			answer(w, service, a, struct {
@@ -75,8 +77,12 @@ func Handler(cfg Config) http.Handler {
 				Account string `xml:"Account"`
 			}{fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/%s", cfg.Account, role, name), roleID + ":" + name, cfg.Account})
 		case service == "iam" && a == "GetRole":
-			if form.Get("RoleName") != role {
-				fail(w, service, http.StatusNotFound, "NoSuchEntity", fmt.Sprintf("The role with name %s cannot be found: this quotashare server's principal %s is the role %s", form.Get("RoleName"), name, role))
+			// Every role of the account exists here, trusting SageMaker: a job's RoleArn is
+			// recorded, not assumed (a job runs as its share's job user), so the role that
+			// SDK code copied from AWS passes the SDK's check unchanged.
+			asked := form.Get("RoleName")
+			if !roleName.MatchString(asked) {
+				fail(w, service, http.StatusBadRequest, "ValidationError", fmt.Sprintf("1 validation error detected: Value %q at 'roleName' failed to satisfy constraint: Member must be 1-64 characters of letters, digits and +=,.@_-", asked))
 				return
 			}
 			type roleOut struct {
@@ -90,16 +96,25 @@ func Handler(cfg Config) http.Handler {
 			}
 			answer(w, service, a, struct {
 				Role roleOut `xml:"Role"`
-			}{roleOut{"/", role, roleID, fmt.Sprintf("arn:aws:iam::%s:role/%s", cfg.Account, role),
+			}{roleOut{"/", asked, roleIDOf(asked), fmt.Sprintf("arn:aws:iam::%s:role/%s", cfg.Account, asked),
 				cfg.Created.UTC().Format(time.RFC3339),
 				url.QueryEscape(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"sagemaker.amazonaws.com"},"Action":"sts:AssumeRole"}]}`),
-				"the quotashare principal " + name + ": its policy file, not IAM, says what it may do"}})
+				"quotashare keeps no IAM roles: a job's RoleArn is recorded, not assumed, and the server's policy file, not IAM, says what each principal may do"}})
 		case service == "iam" && a == "SimulatePrincipalPolicy":
 			fail(w, service, http.StatusForbidden, "AccessDenied", "quotashare does not simulate IAM policies: the server's policy file decides what each principal may do")
 		default:
 			fail(w, service, http.StatusBadRequest, "InvalidAction", fmt.Sprintf("Action %q of %s is not served by quotashare, which answers STS GetCallerIdentity and IAM GetRole", a, service))
 		}
 	})
+}
+
+// roleName is IAM's rule for a role's name.
+var roleName = regexp.MustCompile(`^[\w+=,.@-]{1,64}$`)
+
+// roleIDOf is a role's id: stable, in IAM's form (AROA and sixteen characters).
+func roleIDOf(role string) string {
+	sum := sha256.Sum256([]byte(role))
+	return "AROA" + strings.ToUpper(hex.EncodeToString(sum[:]))[:16]
 }
 
 func namespace(service string) string {

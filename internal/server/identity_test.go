@@ -37,8 +37,15 @@ func TestIdentity(t *testing.T) {
 		t.Errorf("GetRole: %+v", role.Role)
 	}
 	var ae smithy.APIError
-	if _, err := im.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("quotashare-platform")}); !errors.As(err, &ae) || ae.ErrorCode() != "NoSuchEntity" {
-		t.Errorf("another principal's role: %v", err)
+	// The role SDK code copied from AWS is answered too, trusting SageMaker, which is what
+	// the SageMaker SDK checks before it uses a role.
+	copied := must[*iam.GetRoleOutput](t)(im.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("SageMakerExecutionRole")}))
+	if aws.ToString(copied.Role.Arn) != "arn:aws:iam::000000000000:role/SageMakerExecutionRole" || !strings.Contains(aws.ToString(copied.Role.AssumeRolePolicyDocument), "sagemaker.amazonaws.com") ||
+		aws.ToString(copied.Role.RoleId) == aws.ToString(role.Role.RoleId) {
+		t.Errorf("GetRole of a role copied from AWS: %+v", copied.Role)
+	}
+	if _, err := im.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("no/slashes")}); !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" || !strings.Contains(ae.ErrorMessage(), "roleName") {
+		t.Errorf("GetRole of a name IAM refuses: %v", err)
 	}
 	if _, err := im.SimulatePrincipalPolicy(ctx, &iam.SimulatePrincipalPolicyInput{PolicySourceArn: role.Role.Arn, ActionNames: []string{"s3:GetObject"}}); !errors.As(err, &ae) || ae.ErrorCode() != "AccessDenied" {
 		t.Errorf("SimulatePrincipalPolicy: %v", err)

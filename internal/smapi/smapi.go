@@ -150,6 +150,9 @@ func describe(arns batchapi.ARNs, j quotashare.Job, attempt string) (map[string]
 			out["BillableTimeInSeconds"] = out["TrainingTimeInSeconds"]
 		}
 	}
+	if req.RoleArn != "" {
+		out["RoleArn"] = req.RoleArn // the SageMaker SDK rebuilds a ModelTrainer with it
+	}
 	if failure != "" {
 		out["FailureReason"] = failure
 	}
