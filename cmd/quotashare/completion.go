@@ -10,26 +10,27 @@ import (
 // completionFlags lists each command's flags for shell completion; TestCompletion checks
 // it against every command's --help.
 var completionFlags = map[string][]string{
-	"serve":      {"--addr", "--data", "--region", "--account-id", "--preemption-grace", "--retain-finished", "--instance-types", "--max-log-bytes", "--metrics-token", "--no-metrics", "--log-format", "--gpus", "--gpu-table", "--example", "--quiet", "--credentials", "--insecure-no-auth", "--pass-env", "--init", "--accept-data-loss", "--job-uids", "--shared-job-user", "--object-store", "--checkpoint-every", "--unstaged-channels", "--containment", "--store", "--lease-ttl", "--advertise-addr", "--allowed-hosts", "--dashboard-streams", "--executor", "--kubeconfig", "--namespace", "--kube-options"},
-	"demo":       {"--endpoint", "--fast"},
-	"apply":      {"-f", "--dry-run", "--endpoint", "--output"},
-	"export":     {"--queue", "--endpoint", "--output"},
-	"shares":     {"--queue", "--endpoint", "--output"},
-	"watch":      {"--queue", "--interval", "--times", "--endpoint", "--output"},
-	"submit":     {"--queue", "--share", "--name", "--priority", "--instance-type", "--count", "--file", "--retries", "--preemption-retries", "--timeout", "--checkpoint", "--endpoint", "--output"},
-	"jobs":       {"--queue", "--share", "--state", "--limit", "--endpoint", "--output"},
-	"describe":   {"--endpoint", "--output"},
-	"explain":    {"--endpoint", "--output"},
-	"priority":   {"--endpoint", "--output"},
-	"terminate":  {"--reason", "--endpoint", "--output"},
-	"logs":       {"--endpoint", "--attempt", "--host", "--stderr", "--follow"},
-	"simulate":   {"--head-of-line-timeout", "--backfill-depth"},
-	"completion": {},
-	"backup":     {"--data"},
+	"serve":         {"--addr", "--data", "--region", "--account-id", "--preemption-grace", "--retain-finished", "--instance-types", "--max-log-bytes", "--metrics-token", "--no-metrics", "--log-format", "--gpus", "--gpu-table", "--example", "--quiet", "--credentials", "--insecure-no-auth", "--pass-env", "--init", "--accept-data-loss", "--job-uids", "--shared-job-user", "--object-store", "--checkpoint-every", "--unstaged-channels", "--containment", "--store", "--lease-ttl", "--advertise-addr", "--allowed-hosts", "--dashboard-streams", "--executor", "--kubeconfig", "--namespace", "--kube-options"},
+	"demo":          {"--endpoint", "--fast"},
+	"apply":         {"-f", "--dry-run", "--endpoint", "--output"},
+	"export":        {"--queue", "--endpoint", "--output"},
+	"shares":        {"--queue", "--endpoint", "--output"},
+	"watch":         {"--queue", "--interval", "--times", "--endpoint", "--output"},
+	"submit":        {"--queue", "--share", "--name", "--priority", "--instance-type", "--count", "--file", "--retries", "--preemption-retries", "--timeout", "--checkpoint", "--endpoint", "--output"},
+	"jobs":          {"--queue", "--share", "--state", "--limit", "--endpoint", "--output"},
+	"describe":      {"--endpoint", "--output"},
+	"explain":       {"--endpoint", "--output"},
+	"priority":      {"--endpoint", "--output"},
+	"terminate":     {"--reason", "--endpoint", "--output"},
+	"logs":          {"--endpoint", "--attempt", "--host", "--stderr", "--follow"},
+	"simulate":      {"--head-of-line-timeout", "--backfill-depth"},
+	"completion":    {},
+	"backup":        {"--data"},
+	"sagemaker-env": {"--bucket", "--config", "--endpoint", "--output"},
 }
 
 // fileFlags take a file name.
-var fileFlags = []string{"-f", "--file", "--credentials", "--gpu-table", "--data", "--kubeconfig", "--kube-options"}
+var fileFlags = []string{"-f", "--file", "--credentials", "--gpu-table", "--data", "--kubeconfig", "--kube-options", "--config"}
 
 const completionUsage = `usage: quotashare completion bash|zsh
 

@@ -37,6 +37,7 @@ func TestDocsCommands(t *testing.T) {
 		}
 		for _, c := range append(fencedCommands(string(b)), inlineCommands(string(b))...) {
 			for _, seg := range regexp.MustCompile(`\s*(?:&&|\|\||;|\||&|\$\(|<\()\s*`).Split(c.text, -1) {
+				seg = strings.TrimRight(seg, `)"' `) // the end of a $(...) or <(...) in quotes
 				if why := checkCommand(root, seg); why != "" {
 					t.Errorf("%s:%d: %s\n\t%s", name, c.line, why, seg)
 				}

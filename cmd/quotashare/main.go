@@ -34,6 +34,7 @@ const usage = `usage: quotashare COMMAND [flags] [ARGS]
   simulate    run a scenario script through the scheduling core
   completion  print a bash or zsh completion script
   backup      copy a data folder's database, consistently, while the server runs
+  sagemaker-env  print the environment that points the SageMaker SDK at the server
 
 quotashare COMMAND --help shows a command's flags and an example. The client commands talk
 to --endpoint (default http://127.0.0.1:8080) and take --output json.
@@ -96,9 +97,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return terminateCmd(args[1:], stdout, stderr)
 	case "backup":
 		return backupCmd(args[1:], stdout, stderr)
+	case "sagemaker-env":
+		return sagemakerEnvCmd(args[1:], stdout, stderr)
 	}
 	if args[0] != "simulate" {
-		return fmt.Errorf("unknown command %q: run quotashare --help for the commands (run quotashare --help)", args[0])
+		return fmt.Errorf("unknown command %q: quotashare --help lists the commands", args[0])
 	}
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)

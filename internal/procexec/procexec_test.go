@@ -288,6 +288,26 @@ func TestStopSignalsOnce(t *testing.T) {
 	}
 }
 
+// TestStopWaitsForTheRest: a job whose first process ends at once on SIGTERM (a shell or
+// a launcher, such as the SageMaker SDK's sm_train.sh) while the training process it
+// started takes its time to write the checkpoint: the rest is not killed when the first
+// ends, only at the grace, so the checkpoint is written whole.
+func TestStopWaitsForTheRest(t *testing.T) {
+	dir := t.TempDir()
+	x, ch := newExec(t, dir, time.Minute)
+	pl := payload(t, `sh -c 'trap "sleep 0.3; echo saved > \"\$SM_MODEL_DIR/ckpt\"; exit 0" TERM; touch "$SM_MODEL_DIR/ready"; while :; do sleep 0.02; done' & wait`, nil)
+	if err := x.Start(spec("rest", pl)); err != nil {
+		t.Fatal(err)
+	}
+	ch.next(t, quotashare.AttemptRunning)
+	waitFile(t, filepath.Join(dir, "rest", "algo-1", "model", "ready")) // the trap is set
+	x.Stop("rest")
+	rep := ch.next(t, quotashare.AttemptExited)
+	if got, _ := os.ReadFile(filepath.Join(dir, "rest", "algo-1", "model", "ckpt")); string(got) != "saved\n" {
+		t.Errorf("the training process's checkpoint: %q (report %+v): killed when its shell ended?", got, rep)
+	}
+}
+
 // TestMultiInstanceFailure: an attempt succeeds only when every instance exits 0; the
 // reason names the failing instance, its exit code and its last output.
 func TestMultiInstanceFailure(t *testing.T) {

@@ -323,11 +323,36 @@ func supervise(exitFile, cgroup string, argv []string) int {
 		}
 		s.reap(false)
 	}
+	// A stop is under way and the program ended on its SIGTERM, but what it started may
+	// still be writing its checkpoint: a shell or a launcher (sm_train.sh, torchrun) ends
+	// at once and its training process last. They have until they end, or until the
+	// grace's kill (the executor's KillSignal, or the fence's own).
+	if len(s.termed) > 0 {
+		tick := time.NewTicker(50 * time.Millisecond) // a member that is not this process's child ends unheard
+		for ; len(s.members()) > 0; s.reap(false) {
+			select {
+			case sig := <-sigs:
+				if sig == KillSignal {
+					kill = closed
+				}
+			case <-kill:
+				kill = closed
+			case <-tick.C:
+			}
+			if kill == closed {
+				break
+			}
+		}
+		tick.Stop()
+	}
 	// The program is over, and with it the instance: whatever it left running goes too,
 	// before its GPUs can go to the next job.
 	s.killAll()
 	return s.exit(exitFile, s.code)
 }
+
+// closed is a channel that is always ready.
+var closed = func() <-chan time.Time { c := make(chan time.Time); close(c); return c }()
 
 // exitPad is what the exit status's file holds until the status is written: room for
 // any of them.
