@@ -113,3 +113,49 @@ func BenchmarkCheckpoint(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkChannel stages an S3 channel as the local executor does before an attempt
+// (Store.Download of a prefix into the instance's folder): 1,000 files of 1 MiB (1 GiB),
+// beside a plain copy of the same files with a sync each, in the same run. Issue 40's
+// target: staging at least half the plain copy's speed.
+func BenchmarkChannel(b *testing.B) {
+	const files, size = 1000, 1 << 20
+	src := b.TempDir()
+	chunk := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("part-%04d.bin", i)), chunk, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	st.CreateBucket("data")
+	if _, _, err := st.Upload(src, "data", "train", map[string]Stamp{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("stage", func(b *testing.B) {
+		b.SetBytes(files * size)
+		for b.Loop() {
+			dst := b.TempDir()
+			if n, _, _, err := st.Download("data", "train", dst, nil); err != nil || n != files {
+				b.Fatal(n, err)
+			}
+		}
+	})
+	b.Run("copy", func(b *testing.B) {
+		b.SetBytes(files * size)
+		for b.Loop() {
+			dst := b.TempDir()
+			for i := range files {
+				name := fmt.Sprintf("part-%04d.bin", i)
+				in, _ := os.Open(filepath.Join(src, name))
+				out, _ := os.Create(filepath.Join(dst, name))
+				io.Copy(out, in)
+				out.Close()
+				in.Close()
+			}
+		}
+	})
+}
