@@ -61,7 +61,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		passEnv = append(passEnv, v)
 		return nil
 	})
-	objectStore := fs.String("object-store", "", "where training data, models and checkpoints live: embedded (an S3-compatible store on this server's own address, in DATA/objects: the default with the SQLite store) or none (the default with --store postgres://, whose replicas cannot share one host's folder)")
+	objectStore := fs.String("object-store", "", "where training data, models and checkpoints live: embedded (an S3-compatible store on this server's own address, in DATA/objects: the default with the SQLite store), none (the default with --store postgres://, whose replicas cannot share one host's folder), or an external S3-compatible store's endpoint http(s)://host[:port] (MinIO, Ceph RGW, AWS S3; reached with the server's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; replicas can share it)")
 	checkpointEvery := fs.Duration("checkpoint-every", time.Minute, "local executor: how often a running attempt's CheckpointConfig.LocalPath is uploaded to its S3Uri (always once more when the attempt ends, a preemption's included)")
 	unstaged := fs.String("unstaged-channels", "refuse", "local executor: refuse payloads whose InputDataConfig channels name data not on this host, or allow them (the job fetches its own data)")
 	jobUIDs := fs.String("job-uids", "", "FROM-TO: run each share's jobs as a user id of its own from this range (chosen at the share's first job, recorded in DATA/attempts/.users), so that they can read neither the server's files nor other shares' attempts; needs root. Required, or --shared-job-user, when --credentials names team principals")

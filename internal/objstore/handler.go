@@ -143,6 +143,14 @@ func (r *recorder) Header() http.Header         { return r.header }
 func (r *recorder) WriteHeader(code int)        { r.status = code }
 func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
 
+// Elsewhere answers S3 requests on a server whose objects live in an external store:
+// an S3 error that names the store's endpoint.
+func Elsewhere(url string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, http.StatusBadRequest, "InvalidRequest", fmt.Sprintf("this quotashare server keeps its objects in the store at %s (serve --object-store): send S3 requests there (AWS_ENDPOINT_URL_S3=%s)", url, url))
+	})
+}
+
 // bucketOnly gives the bucket a path-style request names when it names no key.
 func bucketOnly(r *http.Request) (string, bool) {
 	name := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/"), "/")

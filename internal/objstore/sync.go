@@ -30,30 +30,55 @@ type Stamp struct {
 // error; an empty prefix in it is none. keep, if set, chooses the objects: it is given
 // each object's index in key order (among those under prefix) and its key.
 func (s *Store) Download(bucket, prefix, dir string, keep func(i int, key string) bool) (files int, bytes int64, stamps map[string]Stamp, err error) {
+	return downloadDir(s, bucket, prefix, dir, keep)
+}
+
+// copier is what Download and Upload need of a store: the embedded one's files, or an
+// external store's API (Remote). A missing bucket is gofakes3.BucketNotFound from each.
+type copier interface {
+	BucketExists(bucket string) (bool, error)
+	keys(bucket, prefix string) ([]string, error) // in key order
+	getFile(bucket, key, path string) (int64, error)
+	putFile(bucket, key, path string) error
+}
+
+func (s *Store) keys(bucket, prefix string) ([]string, error) {
+	l, err := s.ListBucket(bucket, &gofakes3.Prefix{HasPrefix: prefix != "", Prefix: prefix}, gofakes3.ListBucketPage{MaxKeys: 1 << 30})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(l.Contents))
+	for i, c := range l.Contents {
+		keys[i] = c.Key
+	}
+	return keys, nil
+}
+
+func downloadDir(s copier, bucket, prefix, dir string, keep func(i int, key string) bool) (files int, bytes int64, stamps map[string]Stamp, err error) {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/" // s3://b/ckpt is the folder ckpt, not every key that starts so
 	}
-	l, err := s.ListBucket(bucket, &gofakes3.Prefix{HasPrefix: prefix != "", Prefix: prefix}, gofakes3.ListBucketPage{MaxKeys: 1 << 30})
+	keys, err := s.keys(bucket, prefix)
 	if err != nil {
 		return 0, 0, nil, err
 	}
 	stamps = map[string]Stamp{}
 	i := -1
-	for _, c := range l.Contents {
-		rel := strings.TrimPrefix(c.Key, prefix)
+	for _, key := range keys {
+		rel := strings.TrimPrefix(key, prefix)
 		if rel == "" || strings.HasSuffix(rel, "/") || !filepath.IsLocal(rel) {
 			continue
 		}
-		if i++; keep != nil && !keep(i, c.Key) {
+		if i++; keep != nil && !keep(i, key) {
 			continue
 		}
 		path := filepath.Join(dir, filepath.FromSlash(rel))
-		n, err := s.downloadOne(bucket, c.Key, path)
+		n, err := s.getFile(bucket, key, path)
 		if errors.Is(err, os.ErrNotExist) || gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchKey) {
 			continue // deleted since the listing
 		}
 		if err != nil {
-			return files, bytes, stamps, fmt.Errorf("s3://%s/%s: %w", bucket, c.Key, err)
+			return files, bytes, stamps, fmt.Errorf("s3://%s/%s: %w", bucket, key, err)
 		}
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -66,12 +91,17 @@ func (s *Store) Download(bucket, prefix, dir string, keep func(i int, key string
 	return files, bytes, stamps, nil
 }
 
-func (s *Store) downloadOne(bucket, key, path string) (int64, error) {
+func (s *Store) getFile(bucket, key, path string) (int64, error) {
 	obj, err := s.GetObject(bucket, key, nil)
 	if err != nil {
 		return 0, err
 	}
 	defer obj.Contents.Close()
+	return writeTo(path, obj.Contents)
+}
+
+// writeTo writes a file, and the folders it is in, from r.
+func writeTo(path string, r io.Reader) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return 0, err
 	}
@@ -79,7 +109,7 @@ func (s *Store) downloadOne(bucket, key, path string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := io.Copy(f, obj.Contents)
+	n, err := io.Copy(f, r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -92,6 +122,10 @@ func (s *Store) downloadOne(bucket, key, path string) (int64, error) {
 // Objects of files since removed are kept, as SageMaker keeps them. A file that changes
 // while it is read is sent as read, and again at the next Upload.
 func (s *Store) Upload(dir, bucket, prefix string, sent map[string]Stamp) (files int, bytes int64, err error) {
+	return uploadDir(s, dir, bucket, prefix, sent)
+}
+
+func uploadDir(s copier, dir, bucket, prefix string, sent map[string]Stamp) (files int, bytes int64, err error) {
 	if ok, err := s.BucketExists(bucket); err != nil {
 		return 0, 0, err
 	} else if !ok {
@@ -137,7 +171,7 @@ func (s *Store) Upload(dir, bucket, prefix string, sent map[string]Stamp) (files
 	for range min(uploaders, len(todo)) {
 		wg.Go(func() {
 			for f := range work {
-				err := s.uploadOne(bucket, prefix+f.rel, f.path)
+				err := s.putFile(bucket, prefix+f.rel, f.path)
 				mu.Lock()
 				switch {
 				case errors.Is(err, os.ErrNotExist): // removed since the walk
@@ -169,7 +203,7 @@ func (s *Store) Put(bucket, key string, r io.Reader) error {
 // uploaders is how many files Upload sends at once.
 const uploaders = 4
 
-func (s *Store) uploadOne(bucket, key, path string) error {
+func (s *Store) putFile(bucket, key, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err

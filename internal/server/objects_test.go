@@ -70,16 +70,21 @@ func TestObjectStoreRefused(t *testing.T) {
 		want string
 	}{
 		{Config{ObjectStore: "embedded", StoreURL: "postgres://x"}, "--object-store embedded keeps objects in this host's data folder"},
-		{Config{ObjectStore: "minio"}, `--object-store: "minio" must be embedded or none`},
+		{Config{ObjectStore: "minio"}, `--object-store: "minio" must be embedded, none, or an S3 endpoint http(s)://host[:port]`},
+		{Config{ObjectStore: "http://minio:9000/bucket"}, `must be embedded, none, or an S3 endpoint`},
 	} {
-		if _, err := openObjects(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, _, err := openObjects(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
 		}
 	}
-	if st, err := openObjects(Config{StoreURL: "postgres://x"}); st != nil || err != nil {
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	if _, _, err := openObjects(Config{ObjectStore: "http://127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
+		t.Errorf("an external store without keys: %v", err)
+	}
+	if st, _, err := openObjects(Config{StoreURL: "postgres://x"}); st != nil || err != nil {
 		t.Errorf("replicas by default: %v %v, want no store", st, err)
 	}
-	if st, err := openObjects(Config{Data: t.TempDir()}); st == nil || err != nil {
+	if st, _, err := openObjects(Config{Data: t.TempDir()}); st == nil || err != nil {
 		t.Errorf("SQLite by default: %v %v, want the embedded store", st, err)
 	}
 }

@@ -134,7 +134,9 @@ type Config struct {
 	// --object-store): "embedded" for the S3-compatible store this server answers on its
 	// own address, in Data/objects (the default with SQLite); "none" for no store (the
 	// default with StoreURL: replicas cannot share a folder on one host, so the embedded
-	// store is refused with them).
+	// store is refused with them); or an external S3-compatible store's endpoint,
+	// http(s)://host[:port], reached with the server's AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN, AWS_REGION), which replicas can share.
 	ObjectStore string
 	// CheckpointEvery is how often the local executor keeps a running attempt's
 	// checkpoints in the object store (serve --checkpoint-every; default 1 minute).
@@ -200,7 +202,8 @@ type Server struct {
 	// logWrite is the write deadline of a log download.
 	logWrite time.Duration
 	verifier *batchapi.Verifier
-	objects  *objstore.Store // the embedded object store, or nil
+	objects  *objstore.Store  // the embedded object store, or nil
+	remote   *objstore.Remote // an external one, or nil
 	mets     *metrics
 	holder   quotashare.LeaseHolder
 	// handler answers every request: the loading handler, the leader's mux or the
@@ -248,7 +251,7 @@ func Start(cfg Config) (*Server, error) {
 	if err := jobUsersRule(cfg, verifier != nil && verifier.HasTeams(), os.Geteuid()); err != nil {
 		return nil, err
 	}
-	objects, err := openObjects(cfg)
+	objects, remote, err := openObjects(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -274,12 +277,17 @@ func Start(cfg Config) (*Server, error) {
 	}
 	lim := cfg.Limits.withDefaults()
 	s := &Server{URL: "http://" + ln.Addr().String(), cfg: cfg, ln: ln, done: make(chan error, 1), logWrite: lim.LogWrite,
-		verifier: verifier, followed: make(chan struct{}), objects: objects}
+		verifier: verifier, followed: make(chan struct{}), objects: objects, remote: remote}
 	loading := loadingHandler(&s.loaded, time.Now())
 	s.handler.Store(&loading)
 	var current http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) })
-	if objects != nil {
-		s3 := objstore.Handler(objstore.Config{Store: objects, Verifier: verifier, Logf: cfg.Logf})
+	if objects != nil || remote != nil {
+		var s3 http.Handler
+		if objects != nil {
+			s3 = objstore.Handler(objstore.Config{Store: objects, Verifier: verifier, Logf: cfg.Logf})
+		} else {
+			s3 = objstore.Elsewhere(remote.URL())
+		}
 		api := current
 		current = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if objstore.IsS3(r) {
@@ -429,9 +437,12 @@ func (s *Server) lead(ctx context.Context, standingBy func()) (*leadership, erro
 			GPUTable: cfg.GPUTable, PassEnv: cfg.PassEnv, UnstagedChannels: cfg.UnstagedChannels, Report: engine.Report,
 			MaxLogBytes: cfg.MaxLogBytes, Logf: cfg.Logf, Containment: cfg.Containment, Supervisor: cfg.Supervisor,
 			JobUsers: cfg.JobUsers, CheckpointEvery: cfg.CheckpointEvery}
-		if s.objects != nil {
-			pcfg.Objects = s.objects // else a nil interface: checkpoints are refused
-		}
+		switch {
+		case s.objects != nil:
+			pcfg.Objects = s.objects
+		case s.remote != nil:
+			pcfg.Objects = s.remote
+		} // else a nil interface: checkpoints are refused
 		if cfg.JobUsers != nil {
 			// The jobs' users pass through the data folder to their instances' folders,
 			// and list nothing; the database and the journals stay the server's (0600).
@@ -909,27 +920,39 @@ func attemptIDs(j quotashare.Job) []string {
 	return ids
 }
 
-// openObjects opens the embedded object store, if the configuration has one.
-func openObjects(cfg Config) (*objstore.Store, error) {
+// openObjects opens the object store the configuration names: the embedded one, an
+// external one, or none.
+func openObjects(cfg Config) (*objstore.Store, *objstore.Remote, error) {
 	switch cfg.ObjectStore {
 	case "":
 		if cfg.StoreURL != "" {
-			return nil, nil
+			return nil, nil, nil
 		}
 	case "embedded":
 		if cfg.StoreURL != "" {
-			return nil, fmt.Errorf("--object-store embedded keeps objects in this host's data folder, which replicas on PostgreSQL (--store) cannot share: give --object-store none")
+			return nil, nil, fmt.Errorf("--object-store embedded keeps objects in this host's data folder, which replicas on PostgreSQL (--store) cannot share: give --object-store URL (an external S3-compatible store) or none")
 		}
 	case "none":
-		return nil, nil
+		return nil, nil, nil
 	default:
-		return nil, fmt.Errorf("--object-store: %q must be embedded or none", cfg.ObjectStore)
+		r, err := objstore.NewRemote(objstore.RemoteConfig{URL: cfg.ObjectStore, Region: os.Getenv("AWS_REGION"),
+			AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"), SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY"), SessionToken: os.Getenv("AWS_SESSION_TOKEN")})
+		if err != nil {
+			return nil, nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Check(ctx); err != nil {
+			// Not fatal: the store may come back; each copy says what failed.
+			cfg.Logf("WARNING: %v", err)
+		}
+		return nil, r, nil
 	}
 	st, err := objstore.Open(filepath.Join(cfg.Data, "objects"))
 	if err != nil {
-		return nil, fmt.Errorf("the object store in %s: %w", filepath.Join(cfg.Data, "objects"), err)
+		return nil, nil, fmt.Errorf("the object store in %s: %w", filepath.Join(cfg.Data, "objects"), err)
 	}
-	return st, nil
+	return st, nil, nil
 }
 
 // DefaultRetainFinished is how long a finished job is kept when Config says nothing.
