@@ -34,7 +34,7 @@ func TestDeps(t *testing.T) {
 	testSupport := map[string]bool{"testing": true, "net/http/httptest": true, "testing/synctest": true, "testing/fstest": true,
 		"testing/iotest": true, "testing/quick": true,
 		module + "/internal/schedtest": true, module + "/internal/kubeexec/kubetest": true, module + "/internal/sdkbench": true,
-		module + "/internal/storetest": true, module + "/internal/purity": true, "pgregory.net/rapid": true, "github.com/google/go-cmp/cmp": true}
+		module + "/internal/storetest": true, module + "/internal/purity": true, module + "/internal/toolcache": true, "pgregory.net/rapid": true, "github.com/google/go-cmp/cmp": true}
 	rules := []struct {
 		pkg  string
 		why  string

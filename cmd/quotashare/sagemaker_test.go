@@ -11,15 +11,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/quotashare/quotashare/internal/toolcache"
 )
 
 // sagemakerPython is the python of a venv with the SageMaker Python SDK v3, made by
 // test/sagemaker/install.sh (from the package index, or else from the sources kept beside
 // it) the first time, and kept in the user's cache under a name that changes with the
-// script and the sources. An installation is done once a marker is written, under a lock,
-// so that test processes running at once do not build it twice.
+// script and the sources.
 func sagemakerPython(t *testing.T) string {
 	t.Helper()
 	h := sha256.New()
@@ -30,34 +30,9 @@ func sagemakerPython(t *testing.T) string {
 		}
 		h.Write(b)
 	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	venv := filepath.Join(cache, "quotashare", "sagemaker-sdk-"+hex.EncodeToString(h.Sum(nil))[:12])
-	if err := os.MkdirAll(filepath.Dir(venv), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	lock, err := os.OpenFile(venv+".lock", os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	marker := filepath.Join(venv, "installed")
-	if _, err := os.Stat(marker); err != nil {
-		t.Logf("installing the SageMaker SDK in %s (once)", venv)
-		out, err := exec.Command("../../test/sagemaker/install.sh", venv).CombinedOutput()
-		if err != nil {
-			t.Fatalf("test/sagemaker/install.sh: %v\n%s", err, out)
-		}
-		if err := os.WriteFile(marker, out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	venv := toolcache.Dir(t, "sagemaker-sdk-"+hex.EncodeToString(h.Sum(nil))[:12], func(dir string) ([]byte, error) {
+		return exec.Command("../../test/sagemaker/install.sh", dir).CombinedOutput()
+	})
 	return filepath.Join(venv, "bin", "python")
 }
 

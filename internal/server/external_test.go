@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,43 +19,22 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+
+	"github.com/quotashare/quotashare/internal/toolcache"
 )
 
 // versityGW is the S3 implementation the external-store test runs against: Versity's S3
 // gateway (Apache-2.0) on a posix folder, another S3 server than the embedded one, built
-// from the Go module proxy the first time into the user's cache (about three minutes),
-// under a lock so that test processes at once build it once.
+// from the Go module proxy the first time into the user's cache (about three minutes).
 const versityGW = "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 
 func versitygw(t *testing.T) string {
-	t.Helper()
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(cache, "quotashare", "versitygw-v1.8.0")
-	bin := filepath.Join(dir, "versitygw")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if _, err := os.Stat(bin); err != nil {
-		t.Logf("building %s (once)", versityGW)
+	dir := toolcache.Dir(t, "versitygw-v1.8.0", func(dir string) ([]byte, error) {
 		cmd := exec.Command("go", "install", versityGW)
 		cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go install %s: %v\n%s", versityGW, err, out)
-		}
-	}
-	return bin
+		return cmd.CombinedOutput()
+	})
+	return filepath.Join(dir, "versitygw")
 }
 
 // TestExternalStore: with --object-store URL, staging, checkpoints and outputs go to an
