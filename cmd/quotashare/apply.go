@@ -558,7 +558,7 @@ Example:
 
 func exportCmd(args []string, stdout, stderr io.Writer) error {
 	fs, cf := newFlags("export", exportUsage, stderr)
-	queue := fs.String("queue", "", "the job queue")
+	queue := fs.String("queue", "", queueHelp)
 	if err := parseCommand(fs, args, cf, 0, "no arguments"); err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ type clientFlags struct {
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.endpoint, "endpoint", "http://127.0.0.1:8080", "the quotashare server")
+	fs.StringVar(&c.endpoint, "endpoint", defaultEndpoint(), endpointHelp)
 	fs.StringVar(&c.output, "output", "table", "table or json")
 }
 
@@ -41,6 +41,18 @@ func (c *clientFlags) check() error {
 		return fmt.Errorf("--output: %q must be table or json", c.output)
 	}
 	return nil
+}
+
+const endpointHelp = "the quotashare server (default: $QUOTASHARE_ENDPOINT, else $AWS_ENDPOINT_URL_BATCH, else $AWS_ENDPOINT_URL, the variables the AWS SDKs read, else http://127.0.0.1:8080)"
+
+// defaultEndpoint is the server a client command talks to without --endpoint.
+func defaultEndpoint() string {
+	for _, v := range []string{"QUOTASHARE_ENDPOINT", "AWS_ENDPOINT_URL_BATCH", "AWS_ENDPOINT_URL"} {
+		if e := os.Getenv(v); e != "" {
+			return e
+		}
+	}
+	return "http://127.0.0.1:8080"
 }
 
 // client is the official SDK pointed at the server; it signs with AWS_ACCESS_KEY_ID and
@@ -144,7 +156,7 @@ Example:
 
 func submitCmd(args []string, stdout, stderr io.Writer) error {
 	fs, cf := newFlags("submit", submitUsage, stderr)
-	queue := fs.String("queue", "", "job queue (name or ARN)")
+	queue := fs.String("queue", "", queueHelp+"; a name or ARN")
 	share := fs.String("share", "", "quota share (none for a FIFO queue)")
 	name := fs.String("name", "", "job name (letters, digits, - and _)")
 	prio := fs.Int("priority", 0, "schedulingPriority, 0-9999: higher runs first within the share")
@@ -254,7 +266,7 @@ type jobRow struct {
 
 func jobsCmd(args []string, stdout, stderr io.Writer, now time.Time) error {
 	fs, cf := newFlags("jobs", jobsUsage, stderr)
-	queue := fs.String("queue", "", "job queue (name or ARN)")
+	queue := fs.String("queue", "", queueHelp+"; a name or ARN")
 	share := fs.String("share", "", "only this quota share's jobs")
 	state := fs.String("state", "", "only jobs in this state (RUNNABLE, RUNNING, ...); default: all")
 	limit := fs.Int("limit", 100, "at most this many jobs")

@@ -111,7 +111,8 @@ func viewOf(d *batch.DescribeServiceJobOutput) jobView {
 
 const describeUsage = `usage: quotashare describe [flags] JOB
 
-Shows a job: its state and reason, its attempts and its preemptions. JOB is the id or ARN.
+Shows a job: its state and reason, its attempts and its preemptions.
+` + jobRef + `
 
 Example:
   quotashare describe 3f1c...e2 --output json
@@ -158,7 +159,8 @@ func describeCmd(args []string, stdout, stderr io.Writer) error {
 const explainUsage = `usage: quotashare explain [flags] JOB
 
 Says in sentences why a job waits, why it was preempted, or how it ended: the rule and the
-numbers. JOB is the id or ARN.
+numbers.
+` + jobRef + `
 
 Example:
   quotashare explain 3f1c...e2
@@ -248,6 +250,7 @@ const priorityUsage = `usage: quotashare priority [flags] JOB PRIORITY
 
 Changes a job's schedulingPriority (0-9999); the next scheduling pass uses it, for the
 order of its share's queue and for in-share preemption.
+` + jobRef + `
 
 Example:
   quotashare priority 3f1c...e2 4
@@ -283,6 +286,7 @@ const terminateUsage = `usage: quotashare terminate [flags] JOB --reason TEXT
 
 Ends a job as FAILED with the reason: at once if it waits, once its processes have stopped
 (SIGTERM, then SIGKILL after the grace period) if it runs.
+` + jobRef + `
 
 Example:
   quotashare terminate 3f1c...e2 --reason "superseded by train-2"
@@ -341,13 +345,16 @@ func findJob(cf *clientFlags, ref string, notFound error) (string, error) {
 			return "", err
 		}
 	}
-	type candidate struct{ id, name, queue string }
+	type candidate struct {
+		id, name, queue, state, share string
+		created                       time.Time
+	}
 	var byName, byPrefix []candidate
 	// By name first, from the server's name index (JOB_NAME matches without regard to
 	// case; a name here must match exactly); then, only if no name matched, every job
 	// for an id that starts with ref.
 	for _, filter := range []string{ref, "*"} {
-		if filter == "*" && len(byName) > 0 {
+		if filter == "*" && (len(byName) > 0 || len(ref) < minPrefix) {
 			break
 		}
 		for _, q := range queues {
@@ -358,7 +365,8 @@ func findJob(cf *clientFlags, ref string, notFound error) (string, error) {
 					return "", cf.apiError(err)
 				}
 				for _, j := range page.JobSummaryList {
-					cand := candidate{aws.ToString(j.JobId), aws.ToString(j.JobName), q}
+					cand := candidate{aws.ToString(j.JobId), aws.ToString(j.JobName), q, string(j.Status), aws.ToString(j.QuotaShareName),
+						time.UnixMilli(aws.ToInt64(j.CreatedAt))}
 					switch {
 					case cand.name == ref && filter != "*":
 						byName = append(byName, cand)
@@ -378,9 +386,23 @@ func findJob(cf *clientFlags, ref string, notFound error) (string, error) {
 		}
 		var lines []string
 		for _, f := range found {
-			lines = append(lines, fmt.Sprintf("  %s  %s (queue %s)", f.id, f.name, f.queue))
+			lines = append(lines, fmt.Sprintf("  %s  %s  %s, share %s, queue %s, %s old", f.id, f.name, f.state, f.share, f.queue, age(time.Since(f.created))))
 		}
 		return "", fmt.Errorf("%q names %d jobs; give one of their ids:\n%s", ref, len(found), strings.Join(lines, "\n"))
 	}
+	if len(ref) < minPrefix {
+		return "", fmt.Errorf("%w; and %q is too short to be the start of an id (at least %d characters)", notFound, ref, minPrefix)
+	}
 	return "", notFound
 }
+
+// jobRef says, in each job command's help, what JOB may be.
+const jobRef = `JOB is the job's id or ARN, its name (unique across the queues, or in $QUOTASHARE_QUEUE),
+or the first 4 or more characters of its id; an ambiguous one lists the candidates.`
+
+// queueHelp is the --queue flag's help where it may be left out.
+const queueHelp = "the job queue (default: $QUOTASHARE_QUEUE, else the server's only queue)"
+
+// minPrefix is the fewest characters of an id that name a job: one or two would pick a
+// job at random among many.
+const minPrefix = 4

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -211,10 +212,59 @@ func TestJobsByName(t *testing.T) {
 	}
 	mustRun("submit", "--queue", "q", "--share", "a", "--name", "train-7", "--", "true")
 	out, err := run("explain", "train-7")
-	if err == nil || !strings.Contains(out, `"train-7" names 2 jobs; give one of their ids:`) || !strings.Contains(out, job.JobId) {
+	if err == nil || !strings.Contains(out, `"train-7" names 2 jobs; give one of their ids:`) || !strings.Contains(out, job.JobId) ||
+		!regexp.MustCompile(job.JobId+`  train-7  RUNNING, share a, queue q, \S+ old`).MatchString(out) {
 		t.Errorf("an ambiguous name: %v\n%s", err, out)
+	}
+	// One to three characters of an id name no job, even where exactly one id starts so.
+	for _, short := range []string{job.JobId[:1], job.JobId[:3]} {
+		out, err := run("describe", short)
+		if err == nil || !strings.Contains(out, "too short to be the start of an id (at least 4 characters)") {
+			t.Errorf("describe %s: %v\n%s", short, err, out)
+		}
+	}
+	var v jobView
+	if err := json.Unmarshal([]byte(mustRun("describe", job.JobId[:4], "--output", "json")), &v); err != nil || v.ID != job.JobId {
+		t.Errorf("describe by 4 characters: %+v %v", v, err)
 	}
 	if out := mustRun("terminate", job.JobId[:8], "--reason", "done"); out != "terminating "+job.JobId+": done\n" {
 		t.Errorf("terminate by id prefix: %q", out)
+	}
+}
+
+// TestEndpointFromEnvironment: without --endpoint, the client commands talk to
+// $QUOTASHARE_ENDPOINT, else $AWS_ENDPOINT_URL_BATCH, else $AWS_ENDPOINT_URL (what the
+// AWS SDKs read), in that order; --endpoint beats them all.
+func TestEndpointFromEnvironment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	s := startServer(t, filepath.Join(t.TempDir(), "data"), "--quiet")
+	setupQueue(t, sdk(s.url), 1, "a")
+	bin, _ := buildBinary()
+	dead := "http://127.0.0.1:1" // nothing listens there
+	for _, c := range []struct {
+		env  []string
+		args []string
+	}{
+		{[]string{"QUOTASHARE_ENDPOINT=" + s.url, "AWS_ENDPOINT_URL_BATCH=" + dead, "AWS_ENDPOINT_URL=" + dead}, nil},
+		{[]string{"QUOTASHARE_ENDPOINT=", "AWS_ENDPOINT_URL_BATCH=" + s.url, "AWS_ENDPOINT_URL=" + dead}, nil},
+		{[]string{"QUOTASHARE_ENDPOINT=", "AWS_ENDPOINT_URL_BATCH=", "AWS_ENDPOINT_URL=" + s.url}, nil},
+		{[]string{"QUOTASHARE_ENDPOINT=" + dead}, []string{"--endpoint", s.url}},
+	} {
+		for _, command := range [][]string{{"jobs"}, {"logs", "nojob"}} {
+			cmd := exec.Command(bin, append(command, c.args...)...)
+			cmd.Env = append(os.Environ(), c.env...)
+			out, err := cmd.CombinedOutput()
+			if command[0] == "logs" { // the server answers: no such job, not no server
+				if !strings.Contains(string(out), "nojob") || strings.Contains(string(out), "no quotashare server answers") || strings.Contains(string(out), "connection refused") {
+					t.Errorf("%v %v: %v %s", c.env, command, err, out)
+				}
+				continue
+			}
+			if err != nil || string(out) != "no jobs\n" {
+				t.Errorf("%v %v: %v %s", c.env, command, err, out)
+			}
+		}
 	}
 }

@@ -43,6 +43,10 @@ Example:
 `
 
 func completionCmd(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "--help" || args[0] == "-h" || args[0] == "-help") {
+		fmt.Fprint(stdout, completionUsage)
+		return nil
+	}
 	if len(args) != 1 || (args[0] != "bash" && args[0] != "zsh") {
 		fmt.Fprint(stderr, completionUsage)
 		return fmt.Errorf("completion takes bash or zsh")

@@ -23,7 +23,7 @@ import (
 const logsUsage = `usage: quotashare logs [flags] JOB
 
 Prints the output of a job's attempt (the latest by default), as kept on the server's disk.
-JOB is the job id or its ARN.
+` + jobRef + `
 
 Example:
   quotashare logs 3f1c...e2 --attempt 1 --stderr
@@ -34,7 +34,7 @@ func logs(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, logsUsage); fs.PrintDefaults() }
-	endpoint := fs.String("endpoint", "http://127.0.0.1:8080", "the quotashare server")
+	endpoint := fs.String("endpoint", defaultEndpoint(), endpointHelp)
 	attempt := fs.Int("attempt", 0, "which attempt, from 1 (default: the latest)")
 	host := fs.String("host", "algo-1", "which instance of the attempt")
 	errStream := fs.Bool("stderr", false, "print stderr instead of stdout")

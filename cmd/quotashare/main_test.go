@@ -83,12 +83,16 @@ func TestHelpExitsZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cmd := range slices.Sorted(maps.Keys(completionFlags)) {
-		if len(completionFlags[cmd]) == 0 {
-			continue // takes no flags
-		}
 		out, err := exec.Command(bin, cmd, "--help").CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "usage") || strings.Contains(string(out), "help requested") {
 			t.Errorf("quotashare %s --help: %v\n%s", cmd, err, out)
+		}
+		// What JOB and --queue may be, where the command takes them.
+		if strings.Contains(string(out), " JOB") && !strings.Contains(string(out), "its name (unique across the queues") {
+			t.Errorf("quotashare %s --help does not say JOB may be a name or an id's start:\n%s", cmd, out)
+		}
+		if slices.Contains(completionFlags[cmd], "--queue") && !strings.Contains(string(out), "$QUOTASHARE_QUEUE, else the server's only queue") {
+			t.Errorf("quotashare %s --help does not say what --queue defaults to:\n%s", cmd, out)
 		}
 	}
 }

@@ -164,7 +164,7 @@ Example:
 
 func sharesCmd(args []string, stdout, stderr io.Writer) error {
 	fs, cf := newFlags("shares", sharesUsage, stderr)
-	queue := fs.String("queue", "", "the job queue")
+	queue := fs.String("queue", "", queueHelp)
 	if err := parseCommand(fs, args, cf, 0, "no arguments"); err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ Example:
 
 func watchCmd(args []string, stdout, stderr io.Writer) error {
 	fs, cf := newFlags("watch", watchUsage, stderr)
-	queue := fs.String("queue", "", "the job queue")
+	queue := fs.String("queue", "", queueHelp)
 	interval := fs.Duration("interval", 2*time.Second, "time between redraws")
 	times := fs.Int("times", 0, "stop after this many redraws (0: never)")
 	if err := parseCommand(fs, args, cf, 0, "no arguments"); err != nil {
