@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -158,7 +160,7 @@ func submitCmd(args []string, stdout, stderr io.Writer) error {
 	fs, cf := newFlags("submit", submitUsage, stderr)
 	queue := fs.String("queue", "", queueHelp+"; a name or ARN")
 	share := fs.String("share", "", "quota share (none for a FIFO queue)")
-	name := fs.String("name", "", "job name (letters, digits, - and _)")
+	name := fs.String("name", "", "job name (letters, digits, - and _; default: the program's or the file's TrainingJobName, then -YYYYMMDD-HHMMSS, as the SageMaker SDK names jobs)")
 	prio := fs.Int("priority", 0, "schedulingPriority, 0-9999: higher runs first within the share")
 	itype := fs.String("instance-type", "ml.g5.xlarge", "instance type")
 	count := fs.Int("count", 1, "instances")
@@ -183,6 +185,9 @@ func submitCmd(args []string, stdout, stderr io.Writer) error {
 	} else {
 		*queue = q
 	}
+	if *name == "" && len(program) > 0 {
+		*name = defaultJobName(filepath.Base(program[0]), time.Now())
+	}
 	payload := ""
 	switch {
 	case *file != "" && len(program) > 0:
@@ -193,6 +198,11 @@ func submitCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--file: %w", err)
 		}
 		payload = string(b)
+		if *name == "" {
+			var p struct{ TrainingJobName string }
+			json.Unmarshal(b, &p)
+			*name = defaultJobName(cmp.Or(p.TrainingJobName, strings.TrimSuffix(filepath.Base(*file), filepath.Ext(*file))), time.Now())
+		}
 	case len(program) > 0:
 		b, _ := json.Marshal(map[string]any{
 			"TrainingJobName":        *name,
@@ -240,6 +250,22 @@ func submitCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "submitted %s: %s\n", aws.ToString(out.JobName), aws.ToString(out.JobId))
 	return nil
+}
+
+// defaultJobName is a job's name when submit is given none: base (its characters outside
+// a name's made -) and the time, as the SageMaker SDK names training jobs.
+func defaultJobName(base string, now time.Time) string {
+	b := []byte(base)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '-'
+		}
+	}
+	base = strings.Trim(string(b), "-_")
+	if base == "" {
+		base = "job"
+	}
+	return base[:min(len(base), 100)] + now.UTC().Format("-20060102-150405")
 }
 
 const jobsUsage = `usage: quotashare jobs [flags]

@@ -268,3 +268,29 @@ func TestEndpointFromEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultJobName: submit without --name names the job after its program (or its
+// file's TrainingJobName) and the time, as the SageMaker SDK does, instead of refusing.
+func TestDefaultJobName(t *testing.T) {
+	now := time.Date(2026, 12, 8, 3, 4, 5, 0, time.UTC)
+	for base, want := range map[string]string{"python3": "python3-20261208-030405", "train.py": "train-py-20261208-030405",
+		"...": "job-20261208-030405", strings.Repeat("x", 200): strings.Repeat("x", 100) + "-20261208-030405"} {
+		if got := defaultJobName(base, now); got != want {
+			t.Errorf("defaultJobName(%q) = %q, want %q", base, got, want)
+		}
+	}
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	s := startServer(t, filepath.Join(t.TempDir(), "data"), "--quiet")
+	setupQueue(t, sdk(s.url), 1, "a")
+	_, mustRun := cli(t, s.url)
+	if out := mustRun("submit", "--share", "a", "--", "/bin/true"); !regexp.MustCompile(`^submitted true-\d{8}-\d{6}: `).MatchString(out) {
+		t.Errorf("submit without --name: %q", out)
+	}
+	file := filepath.Join(t.TempDir(), "job.json")
+	os.WriteFile(file, []byte(`{"TrainingJobName":"resnet","AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1}}`), 0o644)
+	if out := mustRun("submit", "--share", "a", "--file", file); !regexp.MustCompile(`^submitted resnet-\d{8}-\d{6}: `).MatchString(out) {
+		t.Errorf("submit --file without --name: %q", out)
+	}
+}
