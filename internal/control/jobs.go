@@ -104,6 +104,29 @@ func CheckJob(in JobInput) (Checked, error) {
 	return c, nil
 }
 
+// checkJobTypes refuses a job whose instance type the server does not know: no capacity
+// limit can name it, so it would wait for ever.
+func (st *State) checkJobTypes(need []quotashare.Demand) error {
+	if st.cfg.InstanceType == nil {
+		return nil
+	}
+	for _, d := range need {
+		if d.InstanceType == numInstances || st.cfg.InstanceType(d.InstanceType) {
+			continue
+		}
+		name := d.InstanceType
+		if len(name) > 64 {
+			name = name[:64] + "..."
+		}
+		hint := "; serve --instance-types FILE adds private ones"
+		if c := trainingjob.Closest(name); c != "" {
+			hint = "; did you mean " + c + "?" + hint
+		}
+		return invalid("serviceRequestPayload.ResourceConfig.InstanceType: %q is not a SageMaker Training instance type%s", name, hint)
+	}
+	return nil
+}
+
 // Submit accepts a job. A clientToken seen before with the same request returns the job
 // it made; with another request it is an error.
 //
@@ -129,6 +152,9 @@ func (st *State) Submit(in JobInput, c Checked) (out quotashare.Job, err error) 
 			}
 			out = st.cloneJob(j)
 			return nil
+		}
+		if err := st.checkJobTypes(c.Need); err != nil {
+			return err
 		}
 		qs := st.queues[in.Queue]
 		if qs == nil {

@@ -235,3 +235,40 @@ var TrainingTypes = map[string]bool{
 
 // IsTrainingType says whether name is a SageMaker Training instance type.
 func IsTrainingType(name string) bool { return TrainingTypes[name] }
+
+// Closest is the SageMaker Training instance type a mistyped name most likely meant: the
+// name with the ml. prefix it lacks, else the type fewest edits away (at most three), else
+// "".
+func Closest(name string) string {
+	if TrainingTypes["ml."+name] {
+		return "ml." + name
+	}
+	best, bestD := "", 4
+	for t := range TrainingTypes {
+		if d := edits(name, t); d < bestD || d == bestD && t < best {
+			best, bestD = t, d
+		}
+	}
+	return best
+}
+
+// edits is the Levenshtein distance between a and b.
+func edits(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
