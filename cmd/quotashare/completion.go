@@ -27,6 +27,7 @@ var completionFlags = map[string][]string{
 	"completion":    {},
 	"backup":        {"--data"},
 	"sagemaker-env": {"--bucket", "--config", "--endpoint", "--output"},
+	"version":       {},
 }
 
 // fileFlags take a file name.

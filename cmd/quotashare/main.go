@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/quotashare/quotashare/internal/sched"
@@ -35,6 +37,7 @@ const usage = `usage: quotashare COMMAND [flags] [ARGS]
   completion  print a bash or zsh completion script
   backup      copy a data folder's database, consistently, while the server runs
   sagemaker-env  print the environment that points the SageMaker SDK at the server
+  version     print the version: the module's, the commit it was built from, Go's
 
 quotashare COMMAND --help shows a command's flags and an example. The client commands talk
 to --endpoint (default http://127.0.0.1:8080) and take --output json.
@@ -59,6 +62,36 @@ func main() {
 		fmt.Fprintln(os.Stderr, "quotashare:", err)
 		os.Exit(2)
 	}
+}
+
+const versionUsage = `usage: quotashare version
+
+Prints the version: the module's (a tag, or (devel) for a build from a checkout), the
+commit it was built from where the build recorded it, and Go's.
+
+Example:
+  quotashare version
+`
+
+// version is what quotashare version prints: the module's version (a tag, or (devel)
+// for a build from a checkout), the commit and whether the tree had changes, and Go's.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "quotashare (no build information) " + runtime.Version()
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v += " commit " + s.Value[:min(len(s.Value), 12)]
+		case "vcs.modified":
+			if s.Value == "true" {
+				v += " (modified)"
+			}
+		}
+	}
+	return "quotashare " + v + " " + bi.GoVersion
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -99,6 +132,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return backupCmd(args[1:], stdout, stderr)
 	case "sagemaker-env":
 		return sagemakerEnvCmd(args[1:], stdout, stderr)
+	case "version", "--version":
+		if len(args) > 1 {
+			fmt.Fprint(stdout, versionUsage)
+			if args[1] == "-h" || args[1] == "--help" || args[1] == "-help" {
+				return nil
+			}
+			return errors.New("version takes no arguments")
+		}
+		fmt.Fprintln(stdout, version())
+		return nil
 	}
 	if args[0] != "simulate" {
 		return fmt.Errorf("unknown command %q: quotashare --help lists the commands", args[0])

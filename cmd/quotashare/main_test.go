@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -111,5 +112,13 @@ func TestReadInstanceTypes(t *testing.T) {
 	os.WriteFile(bad, []byte("ok.type\nnot a name\n"), 0o644)
 	if _, err := readInstanceTypes(bad); err == nil || !strings.Contains(err.Error(), "bad.txt:2: \"not a name\" must be a name") {
 		t.Errorf("bad file: %v", err)
+	}
+}
+
+// TestVersion: quotashare version says what the binary is.
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"version"}, &out, &out); err != nil || !strings.HasPrefix(out.String(), "quotashare ") || !strings.Contains(out.String(), runtime.Version()) {
+		t.Errorf("version: %v %q", err, out.String())
 	}
 }
