@@ -102,3 +102,74 @@ func TestDocsCLIRuns(t *testing.T) {
 		t.Fatalf("ran %d commands of docs/cli.md (job %q): the block was not found whole", ran, job)
 	}
 }
+
+// TestDocsObjectsRuns runs docs/objects.md's first block as a user would: the server
+// (`quotashare serve`), then the AWS CLI's `s3 mb` and `s3 cp --recursive` against it,
+// with the server's address for the one the page quotes and a ./train folder of files;
+// then the objects must be in the store.
+func TestDocsObjectsRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary and the AWS CLI")
+	}
+	aws, err := exec.LookPath("aws")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no AWS CLI (aws) on this CI machine")
+		}
+		t.Skip("no AWS CLI (aws) on this machine")
+	}
+	b, err := os.ReadFile("../../docs/objects.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := string(b)
+	block = block[strings.Index(block, "```sh\n")+6:]
+	block = block[:strings.Index(block, "```")]
+	dir := t.TempDir()
+	for _, f := range []string{"a.csv", "sub/b.csv"} {
+		os.MkdirAll(filepath.Join(dir, "train", filepath.Dir(f)), 0o755)
+		os.WriteFile(filepath.Join(dir, "train", f), []byte("1,2\n"), 0o644)
+	}
+	var s *serverProc
+	ran := 0
+	var env []string // nothing of this machine's own AWS setup
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "AWS_ACCESS_KEY_ID=quotashare", "AWS_SECRET_ACCESS_KEY=quotashare", "AWS_DEFAULT_REGION=us-east-1")
+	for _, line := range strings.Split(block, "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0:
+			continue
+		case f[0] == "quotashare" && len(f) == 2 && f[1] == "serve":
+			s = startServer(t, filepath.Join(dir, "data"), "--quiet")
+		case f[0] == "aws" && s != nil:
+			for i := range f {
+				if strings.HasPrefix(f[i], "http://127.0.0.1:8080") {
+					f[i] = s.url
+				}
+			}
+			cmd := exec.Command(aws, f[1:]...)
+			cmd.Dir, cmd.Env = dir, env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", strings.Join(f, " "), err, out)
+			}
+		default:
+			t.Fatalf("docs/objects.md quotes %q, which this test does not know how to run", line)
+		}
+		ran++
+	}
+	if ran != 3 {
+		t.Fatalf("ran %d commands of docs/objects.md's block, want its 3", ran)
+	}
+	cmd := exec.Command(aws, "--endpoint-url", s.url, "s3", "ls", "--recursive", "s3://training/")
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "data/train/a.csv") || !strings.Contains(string(out), "data/train/sub/b.csv") {
+		t.Errorf("after the page's commands, s3://training holds:\n%s%v", out, err)
+	}
+}
