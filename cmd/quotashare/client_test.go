@@ -294,3 +294,27 @@ func TestDefaultJobName(t *testing.T) {
 		t.Errorf("submit --file without --name: %q", out)
 	}
 }
+
+// TestQueues: quotashare queues lists every queue with its policy, environment and shares.
+func TestQueues(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	s := startServer(t, filepath.Join(t.TempDir(), "data"), "--quiet")
+	_, mustRun := cli(t, s.url)
+	if out := mustRun("queues"); !strings.HasPrefix(out, "no job queues") {
+		t.Errorf("queues with none: %q", out)
+	}
+	setupQueue(t, sdk(s.url), 1, "a")
+	example, _ := filepath.Abs("../../examples/three-projects.yaml")
+	mustRun("apply", "-f", example)
+	out := mustRun("queues")
+	if !regexp.MustCompile(`(?m)^three-projects\s+1 ENABLED\s+three-projects-policy\s+three-projects-env\s+3$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^q\s+\d+ ENABLED .* 1$`).MatchString(out) {
+		t.Errorf("queues:\n%s", out)
+	}
+	var rows []queueRow
+	if err := json.Unmarshal([]byte(mustRun("queues", "--output", "json")), &rows); err != nil || len(rows) != 2 || rows[1].Name != "three-projects" || rows[1].Shares != 3 {
+		t.Errorf("queues --output json: %+v %v", rows, err)
+	}
+}

@@ -28,6 +28,7 @@ var completionFlags = map[string][]string{
 	"backup":        {"--data"},
 	"sagemaker-env": {"--bucket", "--config", "--endpoint", "--output"},
 	"version":       {},
+	"queues":        {"--endpoint", "--output"},
 }
 
 // fileFlags take a file name.

@@ -24,6 +24,7 @@ const usage = `usage: quotashare COMMAND [flags] [ARGS]
   serve       run the server (AWS Batch API, SQLite store, local executor)
   apply       create or update a queue's setup from one file
   export      write a queue's setup as such a file
+  queues      the server's job queues, with their policy, environment and shares
   shares      each share's limit, use, borrowing, idle capacity and queue
   watch       the same, redrawn live
   submit      submit a training job to a quota share
@@ -132,6 +133,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return backupCmd(args[1:], stdout, stderr)
 	case "sagemaker-env":
 		return sagemakerEnvCmd(args[1:], stdout, stderr)
+	case "queues":
+		return queuesCmd(args[1:], stdout, stderr)
 	case "version", "--version":
 		if len(args) > 1 {
 			fmt.Fprint(stdout, versionUsage)
