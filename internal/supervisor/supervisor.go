@@ -329,18 +329,16 @@ func supervise(exitFile, cgroup string, argv []string) int {
 	// grace's kill (the executor's KillSignal, or the fence's own).
 	if len(s.termed) > 0 {
 		tick := time.NewTicker(50 * time.Millisecond) // a member that is not this process's child ends unheard
+	rest:
 		for ; len(s.members()) > 0; s.reap(false) {
 			select {
 			case sig := <-sigs:
 				if sig == KillSignal {
-					kill = closed
+					break rest
 				}
 			case <-kill:
-				kill = closed
+				break rest
 			case <-tick.C:
-			}
-			if kill == closed {
-				break
 			}
 		}
 		tick.Stop()
@@ -350,9 +348,6 @@ func supervise(exitFile, cgroup string, argv []string) int {
 	s.killAll()
 	return s.exit(exitFile, s.code)
 }
-
-// closed is a channel that is always ready.
-var closed = func() <-chan time.Time { c := make(chan time.Time); close(c); return c }()
 
 // exitPad is what the exit status's file holds until the status is written: room for
 // any of them.
