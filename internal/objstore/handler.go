@@ -79,17 +79,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	deadline := time.Now().Add(h.cfg.Transfer)
 	rc.SetReadDeadline(deadline)
 	rc.SetWriteDeadline(deadline)
-	if name, ok := bucketOnly(r); ok && r.Method == http.MethodPut && r.URL.RawQuery == "" {
-		if exists, _ := h.cfg.Store.BucketExists(name); exists {
-			// The server is one account, so every bucket is the caller's: S3's answer
-			// to creating one's own bucket again, which clients treat as done.
-			writeError(w, r, http.StatusConflict, "BucketAlreadyOwnedByYou", "Your previous request to create the named bucket succeeded and you already own it.")
+	if name, ok := bucketOnly(r); ok {
+		switch {
+		case r.Method == http.MethodPut && r.URL.RawQuery == "":
+			if exists, _ := h.cfg.Store.BucketExists(name); exists {
+				// The server is one account, so every bucket is the caller's: S3's answer
+				// to creating one's own bucket again, which clients treat as done.
+				writeError(w, r, http.StatusConflict, "BucketAlreadyOwnedByYou", "Your previous request to create the named bucket succeeded and you already own it.")
+				return
+			}
+		case r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "2":
+			h.listV2(w, r)
 			return
 		}
-	}
-	if _, ok := bucketOnly(r); ok && r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "2" {
-		h.listV2(w, r)
-		return
 	}
 	if r.Method != http.MethodPut && r.Method != http.MethodPost {
 		h.s3.ServeHTTP(w, r)
