@@ -111,18 +111,9 @@ func (st *State) checkJobTypes(need []quotashare.Demand) error {
 		return nil
 	}
 	for _, d := range need {
-		if d.InstanceType == numInstances || st.cfg.InstanceType(d.InstanceType) {
-			continue
+		if err := st.checkType("serviceRequestPayload.ResourceConfig.InstanceType", d.InstanceType); err != nil {
+			return err
 		}
-		name := d.InstanceType
-		if len(name) > 64 {
-			name = name[:64] + "..."
-		}
-		hint := "; serve --instance-types FILE adds private ones"
-		if c := trainingjob.Closest(name); c != "" {
-			hint = "; did you mean " + c + "?" + hint
-		}
-		return invalid("serviceRequestPayload.ResourceConfig.InstanceType: %q is not a SageMaker Training instance type%s", name, hint)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/quotashare/quotashare"
 	"github.com/quotashare/quotashare/internal/sched"
+	"github.com/quotashare/quotashare/internal/trainingjob"
 )
 
 func invalid(format string, args ...any) error {
@@ -178,18 +180,27 @@ func (st *State) checkTypes(limits []quotashare.Demand) error {
 		return nil
 	}
 	for i, d := range limits {
-		if d.InstanceType == numInstances {
-			continue
-		}
-		if !st.cfg.InstanceType(d.InstanceType) {
-			name := d.InstanceType
-			if len(name) > 64 {
-				name = name[:64] + "..."
-			}
-			return invalid("capacityLimits[%d].capacityUnit: %q is not a SageMaker Training instance type (such as ml.g5.xlarge); serve --instance-types FILE adds private ones", i, name)
+		if err := st.checkType(fmt.Sprintf("capacityLimits[%d].capacityUnit", i), d.InstanceType); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// checkType refuses, as field, an instance type the server does not know, suggesting the
+// SageMaker Training type it most likely meant. NUM_INSTANCES (a FIFO queue's unit) passes.
+func (st *State) checkType(field, name string) error {
+	if name == numInstances || st.cfg.InstanceType(name) {
+		return nil
+	}
+	if len(name) > 64 {
+		name = name[:64] + "..."
+	}
+	hint := "; serve --instance-types FILE adds private ones"
+	if c := trainingjob.Closest(name); c != "" {
+		hint = "; did you mean " + c + "?" + hint
+	}
+	return invalid("%s: %q is not a SageMaker Training instance type%s", field, name, hint)
 }
 
 // checkShareTypes refuses a share limit on an instance type its queue's environment does
