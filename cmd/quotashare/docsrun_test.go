@@ -20,14 +20,7 @@ func TestDocsCLIRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the real binary")
 	}
-	b, err := os.ReadFile("../../docs/cli.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := string(b)
-	block = block[strings.Index(block, "```sh\n")+6:]
-	block = block[:strings.Index(block, "```")]
-	block = strings.ReplaceAll(block, "\\\n", " ")
+	block := firstShBlock(t, "../../docs/cli.md")
 
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
@@ -118,13 +111,7 @@ func TestDocsObjectsRuns(t *testing.T) {
 		}
 		t.Skip("no AWS CLI (aws) on this machine")
 	}
-	b, err := os.ReadFile("../../docs/objects.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := string(b)
-	block = block[strings.Index(block, "```sh\n")+6:]
-	block = block[:strings.Index(block, "```")]
+	block := firstShBlock(t, "../../docs/objects.md")
 	dir := t.TempDir()
 	for _, f := range []string{"a.csv", "sub/b.csv"} {
 		os.MkdirAll(filepath.Join(dir, "train", filepath.Dir(f)), 0o755)
@@ -132,13 +119,7 @@ func TestDocsObjectsRuns(t *testing.T) {
 	}
 	var s *serverProc
 	ran := 0
-	var env []string // nothing of this machine's own AWS setup
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AWS_") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "AWS_ACCESS_KEY_ID=quotashare", "AWS_SECRET_ACCESS_KEY=quotashare", "AWS_DEFAULT_REGION=us-east-1")
+	env := append(withoutAWS(os.Environ()), "AWS_ACCESS_KEY_ID=quotashare", "AWS_SECRET_ACCESS_KEY=quotashare", "AWS_DEFAULT_REGION=us-east-1")
 	for _, line := range strings.Split(block, "\n") {
 		line, _, _ = strings.Cut(line, "#")
 		f := strings.Fields(line)
@@ -172,4 +153,32 @@ func TestDocsObjectsRuns(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "data/train/a.csv") || !strings.Contains(string(out), "data/train/sub/b.csv") {
 		t.Errorf("after the page's commands, s3://training holds:\n%s%v", out, err)
 	}
+}
+
+// firstShBlock is a docs page's first sh block, its lines ending in a backslash joined to
+// the next.
+func firstShBlock(t *testing.T, page string) string {
+	t.Helper()
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(b), "```sh\n")
+	if !ok {
+		t.Fatalf("%s has no sh block", page)
+	}
+	block, _, _ = strings.Cut(block, "```")
+	return strings.ReplaceAll(block, "\\\n", " ")
+}
+
+// withoutAWS is an environment without this machine's own AWS setup (keys, profile,
+// endpoint, region): a test's commands get only what it gives them.
+func withoutAWS(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "AWS_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

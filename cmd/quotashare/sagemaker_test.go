@@ -98,13 +98,7 @@ func TestSageMakerSDK(t *testing.T) {
 				t.Helper()
 				cmd := exec.CommandContext(ctx, name, args...)
 				cmd.Dir = dir
-				cmd.Env = append(os.Environ(), "HOME="+dir, "COLUMNS=200")
-				for _, kv := range cmd.Env {
-					if strings.HasPrefix(kv, "AWS_") { // nothing of this machine's own AWS setup
-						cmd.Env = append(cmd.Env, strings.SplitN(kv, "=", 2)[0]+"=")
-					}
-				}
-				cmd.Env = append(cmd.Env, env...)
+				cmd.Env = append(append(withoutAWS(os.Environ()), "HOME="+dir, "COLUMNS=200"), env...)
 				var stderr strings.Builder
 				cmd.Stderr = &stderr
 				out, err := cmd.Output()
