@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"io"
@@ -54,20 +53,28 @@ func TestExternalStore(t *testing.T) {
 	ln.Close()
 	gw := exec.Command(bin, "--port", addr, "posix", t.TempDir())
 	gw.Env = append(os.Environ(), "ROOT_ACCESS_KEY=vgwroot", "ROOT_SECRET_KEY=vgwsecret")
-	gw.Stderr = os.Stderr
-	banner, err := gw.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw.Stdout, gw.Stderr = io.Discard, os.Stderr
 	if err := gw.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { gw.Process.Kill(); gw.Wait() })
-	// It says so once it listens.
-	sc := bufio.NewScanner(banner)
-	for sc.Scan() && !strings.Contains(sc.Text(), "listening on") {
+	exited := make(chan struct{})
+	go func() { gw.Wait(); close(exited) }()
+	t.Cleanup(func() { gw.Process.Kill(); <-exited })
+	// The gateway prints its banner before it listens (a run of the suite once found its
+	// port refusing connections after the banner), so the event waited on is its port
+	// taking a connection, tried until then or until the gateway ends.
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case <-exited:
+			t.Fatalf("versitygw ended before it listened on %s: %v", addr, err)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	go io.Copy(io.Discard, banner)
 	url := "http://" + addr
 	store := s3Client(url, "vgwroot", "vgwsecret")
 	for _, b := range []string{"data", "models", "ckpt"} {
